@@ -1,0 +1,345 @@
+/**
+ * @file dmuon.h
+ * @brief The whole public C ABI of dmuon: sharded Muon and replicated AdamW
+ *        across MPI ranks, with HDF5 checkpoints.
+ *
+ * Usable from C99 and C++. Every call returns an int status (::DMUON_SUCCESS
+ * is 0); dmuon_error_string() gives its text and dmuon_context_last_error()
+ * the detail of the last failure on a context. The library never exits,
+ * aborts or prints on its own.
+ */
+#ifndef DMUON_DMUON_H
+#define DMUON_DMUON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @name Version
+ *  The header's version; dmuon_check_version() compares it with the library's. */
+/**@{*/
+#define DMUON_VERSION_MAJOR 0 /**< Major version: bumped on ABI breaks. */
+#define DMUON_VERSION_MINOR 1 /**< Minor version: additions. */
+#define DMUON_VERSION_PATCH 0 /**< Patch version: fixes. */
+/** Compare the header this file was compiled against with the linked library. */
+#define DMUON_CHECK_VERSION() \
+  dmuon_check_version(DMUON_VERSION_MAJOR, DMUON_VERSION_MINOR, DMUON_VERSION_PATCH)
+/**@}*/
+
+/**
+ * @brief The status codes, as one list: X(name, value, message).
+ *
+ * The enum below and the library's message table are both generated from this
+ * list, so a code and its text cannot drift apart.
+ */
+#define DMUON_STATUS_LIST(X)                                                                 \
+  X(DMUON_SUCCESS, 0, "success")                                                             \
+  X(DMUON_ERR_NULL_HANDLE, 1, "a handle argument is NULL or was destroyed")                 \
+  X(DMUON_ERR_NULL_POINTER, 2, "a required pointer argument is NULL")                       \
+  X(DMUON_ERR_UNKNOWN_BACKEND, 3, "unknown backend resource string")                        \
+  X(DMUON_ERR_BACKEND_NOT_COMPILED, 4, "the requested backend was not compiled into dmuon") \
+  X(DMUON_ERR_NO_DEVICE, 5, "no usable GPU device is visible")                              \
+  X(DMUON_ERR_INVALID_SHAPE, 6, "invalid shape: a dimension is zero or negative, or the rank is out of range") \
+  X(DMUON_ERR_INVALID_DTYPE, 7, "dtype out of range")                                       \
+  X(DMUON_ERR_INVALID_KIND, 8, "parameter kind out of range")                               \
+  X(DMUON_ERR_INVALID_VALUE, 9, "an argument value is out of range")                        \
+  X(DMUON_ERR_MUON_NOT_2D, 10, "a Muon parameter must be a 2-D matrix")                     \
+  X(DMUON_ERR_DUPLICATE_NAME, 11, "a parameter of that name is already registered")         \
+  X(DMUON_ERR_ALREADY_FINALIZED, 12, "the optimizer is already finalized")                  \
+  X(DMUON_ERR_NOT_FINALIZED, 13, "the optimizer is not finalized yet")                      \
+  X(DMUON_ERR_NO_PARAMETERS, 14, "no parameter was registered")                             \
+  X(DMUON_ERR_REGISTRATION_MISMATCH, 15, "ranks registered different parameter lists")      \
+  X(DMUON_ERR_INVALID_PARAM_ID, 16, "parameter id out of range")                            \
+  X(DMUON_ERR_OPTIONS_VERSION, 17, "options struct size or version not recognised")         \
+  X(DMUON_ERR_OUT_OF_MEMORY, 18, "out of memory")                                           \
+  X(DMUON_ERR_MPI, 19, "an MPI call failed")                                                \
+  X(DMUON_ERR_CUDA, 20, "a CUDA, cuBLAS or NCCL call failed")                               \
+  X(DMUON_ERR_IO, 21, "checkpoint file input/output failed")                                \
+  X(DMUON_ERR_CHECKPOINT_CORRUPT, 22, "checkpoint file is damaged or truncated")            \
+  X(DMUON_ERR_CHECKPOINT_MISMATCH, 23, "checkpoint belongs to a different model")           \
+  X(DMUON_ERR_NOT_FOUND, 24, "no such checkpoint")                                          \
+  X(DMUON_ERR_TIMEOUT, 25, "a collective did not complete within the configured timeout")   \
+  X(DMUON_ERR_PEER_FAILED, 26, "another rank failed; the collective was abandoned")         \
+  X(DMUON_ERR_NOT_SUPPORTED, 27, "operation not supported by this backend or build")        \
+  X(DMUON_ERR_INTERNAL, 28, "internal error")
+
+/** Status codes returned by every call. */
+typedef enum dmuon_status_e {
+#define DMUON_X_ENUM(name, value, text) name = value,
+  DMUON_STATUS_LIST(DMUON_X_ENUM)
+#undef DMUON_X_ENUM
+  DMUON_STATUS_COUNT /**< Number of status codes (not a status). */
+} dmuon_status_t;
+
+/** Parameter kind: which optimizer updates it. */
+typedef enum dmuon_kind_e {
+  DMUON_KIND_MUON = 0, /**< 2-D matrix, sharded Muon. */
+  DMUON_KIND_ADAM = 1  /**< any shape, replicated AdamW. */
+} dmuon_kind_t;
+
+/** Element type of a parameter (and of its gradient). */
+typedef enum dmuon_dtype_e {
+  DMUON_DTYPE_FP32 = 0, /**< IEEE binary32. */
+  DMUON_DTYPE_BF16 = 1  /**< bfloat16 (stored as uint16_t); optimizer state stays fp32. */
+} dmuon_dtype_t;
+
+/** Newton-Schulz coefficient schedule. */
+typedef enum dmuon_ns_schedule_e {
+  DMUON_NS_QUINTIC = 0,       /**< (3.4445, -4.7750, 2.0315) every iteration (Muon's default). */
+  DMUON_NS_POLAR_EXPRESS = 1  /**< per-iteration coefficients of Polar Express (Amsel et al., 2025). */
+} dmuon_ns_schedule_t;
+
+/** Scaling of the orthogonalised update by the matrix shape (rows x cols). */
+typedef enum dmuon_muon_scale_e {
+  DMUON_SCALE_ORIGINAL = 0,       /**< sqrt(max(1, rows/cols)). */
+  DMUON_SCALE_MATCH_ADAMW_RMS = 1 /**< 0.2 * sqrt(max(rows, cols)). */
+} dmuon_muon_scale_t;
+
+/** Opaque context: an MPI communicator plus a backend. */
+typedef struct dmuon_context_s *dmuon_context_t;
+/** Opaque optimizer: registered parameters, flat storage and state. */
+typedef struct dmuon_optimizer_s *dmuon_optimizer_t;
+
+/** Magic number stored in every options struct. */
+#define DMUON_OPTIONS_MAGIC 0x646d756fu
+/** Version of the options struct layout. */
+#define DMUON_OPTIONS_VERSION 1
+
+/**
+ * @brief Optimizer-wide options. Always start from ::DMUON_OPTIONS_INIT, then
+ *        change the fields you need: fields added later keep old callers valid.
+ */
+typedef struct dmuon_options_s {
+  size_t struct_size;       /**< sizeof(dmuon_options_t), set by the initialiser. */
+  uint32_t magic;           /**< ::DMUON_OPTIONS_MAGIC. */
+  uint32_t version;         /**< ::DMUON_OPTIONS_VERSION. */
+  /* Adam group */
+  double adam_lr;           /**< AdamW learning rate (default 1e-3). */
+  double adam_beta1;        /**< AdamW beta1 (default 0.9). */
+  double adam_beta2;        /**< AdamW beta2 (default 0.999). */
+  double adam_eps;          /**< AdamW eps (default 1e-8). */
+  double adam_weight_decay; /**< AdamW decoupled weight decay (default 0.01). */
+  /* Muon group */
+  double muon_lr;           /**< Muon learning rate (default 0.02). */
+  double muon_momentum;     /**< Muon momentum (default 0.95). */
+  int muon_nesterov;        /**< 1: Nesterov momentum (default), 0: plain. */
+  int muon_ns_steps;        /**< Newton-Schulz iterations (default 5). */
+  int muon_ns_schedule;     /**< a ::dmuon_ns_schedule_t (default ::DMUON_NS_QUINTIC). */
+  int muon_scale;           /**< a ::dmuon_muon_scale_t (default ::DMUON_SCALE_ORIGINAL). */
+  double muon_ns_eps;       /**< Frobenius normalisation floor (default 1e-7). */
+  double muon_weight_decay; /**< Muon decoupled weight decay (default 0). */
+  /* Clipping and guards */
+  double max_grad_norm;     /**< global norm clip threshold; <= 0 disables clipping (default 0). */
+  int skip_nonfinite;       /**< 1: a step whose gradient norm is not finite changes nothing (default 0). */
+  /* CUDA backend */
+  int cuda_graphs;          /**< 1: replay Newton-Schulz from CUDA graphs (default), 0: eager. */
+  int collective_timeout_ms;/**< a collective that has not finished after this many ms fails with
+                                 ::DMUON_ERR_TIMEOUT; 0 waits forever (default 0). */
+} dmuon_options_t;
+
+/** Initialiser holding every default. */
+#define DMUON_OPTIONS_INIT                                                                   \
+  {                                                                                          \
+    sizeof(dmuon_options_t), DMUON_OPTIONS_MAGIC, DMUON_OPTIONS_VERSION, 1e-3, 0.9, 0.999,  \
+        1e-8, 0.01, 0.02, 0.95, 1, 5, DMUON_NS_QUINTIC, DMUON_SCALE_ORIGINAL, 1e-7, 0.0,     \
+        0.0, 0, 1, 0                                                                         \
+  }
+
+/** Gradient clipping statistics of the last step (read with dmuon_get_clip_stats()). */
+typedef struct dmuon_clip_stats_s {
+  double total_norm; /**< global L2 norm of the averaged gradient, before clipping. */
+  double clip_coef;  /**< min(1, max_norm/(total_norm+1e-6)); 1 when clipping is off. */
+  int clipped;       /**< 1 when clip_coef < 1 was applied. */
+  int found_inf;     /**< 1 when total_norm was not finite. */
+  int step_skipped;  /**< 1 when the step changed nothing because of found_inf. */
+} dmuon_clip_stats_t;
+
+/* ------------------------------------------------------------------------- */
+/** @name Version and errors */
+/**@{*/
+/** Run-time library version. Any pointer may be NULL. */
+int dmuon_get_version(int *major, int *minor, int *patch);
+/** ::DMUON_SUCCESS when the library's major version equals @p major and its minor is at least @p minor. */
+int dmuon_check_version(int major, int minor, int patch);
+/** Static text of a status code (never NULL; "unknown status" for values out of range). */
+const char *dmuon_error_string(int status);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Context */
+/**@{*/
+/**
+ * Create a context on @p comm (duplicated internally) with a backend chosen by
+ * @p resource: "cpu", "cuda" or "auto" (cuda when a device is visible, else cpu).
+ * Collective over @p comm.
+ */
+int dmuon_context_create(MPI_Comm comm, const char *resource, dmuon_context_t *ctx);
+/** As dmuon_context_create(), taking a Fortran communicator handle. */
+int dmuon_context_create_f(MPI_Fint comm, const char *resource, dmuon_context_t *ctx);
+/** Destroy *ctx and set it to NULL; NULL or an already NULL handle is harmless. */
+int dmuon_context_destroy(dmuon_context_t *ctx);
+/** The name of the backend in use ("cpu" or "cuda") into @p buf of @p len bytes. */
+int dmuon_context_backend(dmuon_context_t ctx, char *buf, size_t len);
+/** Rank and size of the context's communicator; either pointer may be NULL. */
+int dmuon_context_rank(dmuon_context_t ctx, int *rank, int *size);
+/**
+ * The message of the last failed call on this context (or on an optimizer of
+ * it). Valid until the next failing call; "" when none. NULL ctx gives the
+ * message of the last failure that had no context.
+ */
+const char *dmuon_context_last_error(dmuon_context_t ctx);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Optimizer lifetime and registration */
+/**@{*/
+/** Create an optimizer on @p ctx. @p options may be NULL for the defaults. */
+int dmuon_optimizer_create(dmuon_context_t ctx, const dmuon_options_t *options,
+                           dmuon_optimizer_t *opt);
+/** Destroy *opt and set it to NULL; harmless on NULL. */
+int dmuon_optimizer_destroy(dmuon_optimizer_t *opt);
+/**
+ * Register a parameter. Every rank registers the same list in the same order
+ * (checked collectively by dmuon_optimizer_finalize()).
+ * @param name   unique, at most 255 bytes
+ * @param kind   ::dmuon_kind_t; Muon parameters must have ndim == 2
+ * @param dtype  ::dmuon_dtype_t
+ * @param ndim   1..8
+ * @param shape  ndim positive extents, row-major (C order)
+ * @param lr_mul multiplier on the group learning rate (1.0 for none)
+ * @param wd_mul multiplier on the group weight decay (1.0 for none)
+ * @param id     out: the parameter id (0, 1, ... in registration order); may be NULL
+ */
+int dmuon_register(dmuon_optimizer_t opt, const char *name, int kind, int dtype, int ndim,
+                   const int64_t *shape, double lr_mul, double wd_mul, int *id);
+/**
+ * Finalize the registration (collective): checks that every rank registered the
+ * same list, plans the ownership of Muon matrices, allocates the flat storage
+ * (zero-filled). On mismatch every rank gets ::DMUON_ERR_REGISTRATION_MISMATCH
+ * and the optimizer stays unfinalized.
+ */
+int dmuon_optimizer_finalize(dmuon_optimizer_t opt);
+/** Number of registered parameters. */
+int dmuon_num_params(dmuon_optimizer_t opt, int *count);
+/** Look a parameter id up by name. */
+int dmuon_param_id(dmuon_optimizer_t opt, const char *name, int *id);
+/**
+ * Pointers into the library's flat storage for parameter @p id: its values and
+ * its gradient, contiguous row-major, on the backend's memory (host for "cpu",
+ * device for "cuda"). Either out pointer may be NULL. Valid until destroy.
+ */
+int dmuon_param_view(dmuon_optimizer_t opt, int id, void **data, void **grad);
+/** Number of elements of parameter @p id. */
+int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t *numel);
+/**
+ * Use @p grad (backend memory, same dtype and size) as the gradient source of
+ * parameter @p id: each step first copies it into the flat gradient buffer.
+ * NULL removes it.
+ */
+int dmuon_set_external_grad(dmuon_optimizer_t opt, int id, const void *grad);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Stepping and hyper-parameters */
+/**@{*/
+/**
+ * One optimizer step (collective): average the gradients across ranks, clip,
+ * update every parameter, publish the Muon matrices to all ranks.
+ */
+int dmuon_step(dmuon_optimizer_t opt);
+/** Parameter @p id has no gradient in the coming step: it is skipped whole (its Adam step count too). */
+int dmuon_mark_no_grad(dmuon_optimizer_t opt, int id);
+/** Learning rate of a group (::dmuon_kind_t), from the next step on. */
+int dmuon_set_lr(dmuon_optimizer_t opt, int kind, double lr);
+/** Decoupled weight decay of a group, from the next step on. */
+int dmuon_set_weight_decay(dmuon_optimizer_t opt, int kind, double weight_decay);
+/** AdamW betas, from the next step on. */
+int dmuon_set_betas(dmuon_optimizer_t opt, double beta1, double beta2);
+/** AdamW eps, from the next step on. */
+int dmuon_set_eps(dmuon_optimizer_t opt, double eps);
+/** Muon momentum, from the next step on. */
+int dmuon_set_momentum(dmuon_optimizer_t opt, double momentum);
+/** Clip threshold (<= 0 disables), from the next step on. */
+int dmuon_set_max_grad_norm(dmuon_optimizer_t opt, double max_norm);
+/** Current options (as set at creation and by the setters). */
+int dmuon_get_options(dmuon_optimizer_t opt, dmuon_options_t *options);
+/** Steps taken so far (steps skipped for a non-finite gradient not counted). */
+int dmuon_get_step_count(dmuon_optimizer_t opt, int64_t *steps);
+/**
+ * Clipping statistics of the last step. On a GPU backend this is the one call
+ * that waits for the device; call it on your own schedule.
+ */
+int dmuon_get_clip_stats(dmuon_optimizer_t opt, dmuon_clip_stats_t *stats);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Ownership plan */
+/**@{*/
+/** Rank that owns (updates) parameter @p id; -1 for Adam parameters (replicated). */
+int dmuon_param_owner(dmuon_optimizer_t opt, int id, int *rank);
+/** Bytes of optimizer state (Muon momentum, Adam moments) held on this rank. */
+int dmuon_state_bytes(dmuon_optimizer_t opt, int64_t *bytes);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Checkpoints (hdf5_io) */
+/**@{*/
+/** Options of a checkpoint save. Start from ::DMUON_CHECKPOINT_OPTIONS_INIT. */
+typedef struct dmuon_checkpoint_options_s {
+  size_t struct_size; /**< sizeof(dmuon_checkpoint_options_t). */
+  uint32_t magic;     /**< ::DMUON_OPTIONS_MAGIC. */
+  uint32_t version;   /**< ::DMUON_OPTIONS_VERSION. */
+  int keep_last;      /**< checkpoints kept in the directory, older ones deleted (default 3; 0 keeps all). */
+} dmuon_checkpoint_options_t;
+/** Initialiser holding every default. */
+#define DMUON_CHECKPOINT_OPTIONS_INIT \
+  { sizeof(dmuon_checkpoint_options_t), DMUON_OPTIONS_MAGIC, DMUON_OPTIONS_VERSION, 3 }
+
+/**
+ * Save the whole optimizer (collective) into directory @p dir as
+ * "ckpt_<user_step>.h5", committed atomically, then point "latest" at it.
+ * @p user_step is the caller's step number, stored in the file.
+ * @p options may be NULL.
+ */
+int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char *dir, int64_t user_step,
+                          const dmuon_checkpoint_options_t *options);
+/**
+ * Restore (collective) from @p path: a checkpoint file, or a directory whose
+ * "latest" is followed, falling back to the newest older checkpoint that
+ * verifies. Writes the restored user step into @p user_step (may be NULL).
+ * On any failure the optimizer is unchanged.
+ */
+int dmuon_checkpoint_restore(dmuon_optimizer_t opt, const char *path, int64_t *user_step);
+/** Attach a free-form string attribute saved with the next checkpoints. */
+int dmuon_checkpoint_set_attribute(dmuon_optimizer_t opt, const char *key, const char *value);
+/** Read a user attribute restored by the last dmuon_checkpoint_restore() into @p buf of @p len bytes. */
+int dmuon_checkpoint_get_attribute(dmuon_optimizer_t opt, const char *key, char *buf, size_t len);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Checkpoint requests (signals, wall time) */
+/**@{*/
+/**
+ * Install an async-signal-safe handler for @p signum (for example SIGUSR1)
+ * that only sets a flag. The previous handler is kept and restored at destroy.
+ */
+int dmuon_install_signal_handler(dmuon_context_t ctx, int signum);
+/** Set the checkpoint-request flag by hand (safe to call from a signal handler). */
+int dmuon_request_checkpoint(dmuon_context_t ctx);
+/**
+ * Collective: *requested becomes 1 on every rank when any rank's flag is set
+ * (by a signal or by dmuon_request_checkpoint()), so all ranks agree on the
+ * step at which they checkpoint. Clears the flag.
+ */
+int dmuon_checkpoint_requested(dmuon_context_t ctx, int *requested);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DMUON_DMUON_H */

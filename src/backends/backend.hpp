@@ -1,0 +1,111 @@
+// What a backend provides: memory, collectives and the step's kernels. The
+// algorithm (what happens in a step, in which order) lives once in
+// core/optimizer.cpp; a backend holds only what differs between host and
+// device. Every call is stream-ordered on the backend's queue (immediate on
+// the CPU) and none waits for the device except download() and synchronize().
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include "core/dtype.hpp"
+#include "core/scalar_table.hpp"
+#include "core/step_stats.hpp"
+
+namespace dmuon {
+
+// Adam flat storage of one dtype (backend memory).
+struct AdamBuffers {
+  void* param = nullptr;
+  void* grad = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+  int64_t elements = 0;
+};
+
+// Muon flat storage of one dtype (backend memory): param and grad are the full
+// owner-major buffers; momentum holds only this rank's segment.
+struct MuonBuffers {
+  void* param = nullptr;
+  void* grad = nullptr;
+  float* momentum = nullptr;
+  int64_t segment_elements = 0;
+};
+
+// One owned matrix of a batch. Offsets index the flat param/grad buffer; the
+// momentum offset indexes this rank's momentum segment.
+struct MuonMatrix {
+  int64_t offset;
+  int64_t momentum_offset;
+  int param_id;
+  float lr;            // group lr * lr_mul * shape scale (the update's step size)
+  float decay;         // 1 - group lr * lr_mul * weight decay * wd_mul
+  int active;          // 0: no gradient this step, skipped whole
+};
+
+// Owned matrices of one (dtype, rows, cols): Newton-Schulz runs batched over them.
+struct MuonShapeBatch {
+  Dtype dtype;
+  int64_t rows;
+  int64_t cols;
+  std::vector<MuonMatrix> matrices;
+};
+
+struct MuonHyper {
+  float momentum;
+  int nesterov;
+  int ns_steps;
+  int ns_schedule;  // dmuon_ns_schedule_t
+  float ns_eps;
+  int cuda_graphs;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // Memory in the backend's space. allocate() returns zero-filled memory.
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+  virtual void zero(void* p, std::size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  // Host -> backend; the host buffer may be reused as soon as this returns.
+  virtual void upload(void* dst, const void* host, std::size_t bytes) = 0;
+  // Backend -> host; waits for the work queued before it.
+  virtual void download(void* host, const void* src, std::size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Collectives over the context's communicator, in place.
+  virtual void allreduce_average(void* buf, int64_t count, Dtype dtype) = 0;
+  // buf holds world segments of `segment` elements; rank r's segment receives the average.
+  virtual void reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) = 0;
+  // rank r's segment is sent to every rank.
+  virtual void allgather(void* buf, int64_t segment, Dtype dtype) = 0;
+  virtual void allreduce_sum_f64(double* buf, int count) = 0;
+
+  // The step's kernels.
+  virtual void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count,
+                                StepStats* stats) = 0;
+  virtual void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) = 0;
+  // rows: host array of the scalar table; steps: backend array, one count per row.
+  virtual void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
+                           int64_t* steps, const StepStats* stats) = 0;
+  virtual void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
+                           const MuonHyper& hyper, const StepStats* stats) = 0;
+};
+
+// Backend selection by resource string ("cpu", "cuda", "auto"); throws Error.
+std::unique_ptr<Backend> make_backend(const std::string& resource, MPI_Comm comm);
+
+// Provided by backends/cuda when compiled, by a stub that answers
+// DMUON_ERR_BACKEND_NOT_COMPILED otherwise.
+std::unique_ptr<Backend> make_cuda_backend(MPI_Comm comm);
+bool cuda_device_visible();
+std::unique_ptr<Backend> make_cpu_backend(MPI_Comm comm);
+
+}  // namespace dmuon

@@ -1,0 +1,41 @@
+// The CPU backend: host memory, MPI collectives, loops and BLAS.
+#pragma once
+#include <vector>
+
+#include "backends/backend.hpp"
+
+namespace dmuon {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(MPI_Comm comm);
+  const char* name() const override { return "cpu"; }
+
+  void* allocate(std::size_t bytes) override;
+  void release(void* p) noexcept override;
+  void zero(void* p, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+  void upload(void* dst, const void* host, std::size_t bytes) override;
+  void download(void* host, const void* src, std::size_t bytes) override;
+  void synchronize() override {}
+
+  void allreduce_average(void* buf, int64_t count, Dtype dtype) override;
+  void reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) override;
+  void allgather(void* buf, int64_t segment, Dtype dtype) override;
+  void allreduce_sum_f64(double* buf, int count) override;
+
+  void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) override;
+  void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) override;
+  void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
+                   int64_t* steps, const StepStats* stats) override;
+  void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
+                   const MuonHyper& hyper, const StepStats* stats) override;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::vector<float> scratch_;  // fp32 staging for bf16 collectives
+};
+
+}  // namespace dmuon

@@ -1,0 +1,31 @@
+// The context: a duplicated MPI communicator, the backend chosen at run time,
+// the last-error message and the checkpoint-request flag.
+#pragma once
+#include <csignal>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include "backends/backend.hpp"
+
+constexpr uint32_t kContextMagic = 0x63747864u;    // "ctxd"
+constexpr uint32_t kOptimizerMagic = 0x6f707464u;  // "optd"
+constexpr uint32_t kDeadMagic = 0xdeadbeefu;
+
+struct dmuon_context_s {
+  uint32_t magic = kContextMagic;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  std::unique_ptr<dmuon::Backend> backend;
+  std::string last_error;
+  // Set from signal handlers: sig_atomic_t is the only type that is safe there.
+  volatile std::sig_atomic_t checkpoint_flag = 0;
+  struct SavedHandler {
+    int signum;
+    struct sigaction previous;
+  };
+  std::vector<SavedHandler> saved_handlers;
+};

@@ -1,0 +1,42 @@
+// Element types and bf16 <-> fp32 conversion (round to nearest even), usable on
+// host and device so that both backends round identically.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "dmuon/dmuon.h"
+
+#if defined(__CUDACC__)
+#define DMUON_HD __host__ __device__ inline
+#else
+#define DMUON_HD inline
+#endif
+
+namespace dmuon {
+
+enum class Dtype : int { fp32 = DMUON_DTYPE_FP32, bf16 = DMUON_DTYPE_BF16 };
+constexpr int kNumDtypes = 2;
+enum class Kind : int { muon = DMUON_KIND_MUON, adam = DMUON_KIND_ADAM };
+
+inline std::size_t dtype_size(Dtype d) { return d == Dtype::fp32 ? 4 : 2; }
+inline const char* dtype_name(Dtype d) { return d == Dtype::fp32 ? "fp32" : "bf16"; }
+inline const char* kind_name(Kind k) { return k == Kind::muon ? "muon" : "adam"; }
+
+DMUON_HD float bf16_to_float(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+DMUON_HD uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // keep NaN a (quiet) NaN
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+}  // namespace dmuon

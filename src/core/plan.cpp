@@ -1,0 +1,63 @@
+#include "core/plan.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace dmuon {
+
+std::vector<int> plan_owners(const std::vector<std::array<int64_t, 2>>& shapes, int world) {
+  std::vector<std::size_t> order(shapes.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  auto cost = [&](std::size_t i) { return newton_schulz_cost(shapes[i][0], shapes[i][1]); };
+  // Largest first; ties keep registration order so the plan is deterministic.
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cost(a) > cost(b); });
+  std::vector<double> load(static_cast<std::size_t>(world), 0.0);
+  std::vector<int> owner(shapes.size(), 0);
+  for (std::size_t i : order) {
+    const auto least = std::min_element(load.begin(), load.end());  // first minimum: lowest rank
+    owner[i] = static_cast<int>(least - load.begin());
+    *least += cost(i);
+  }
+  return owner;
+}
+
+Layout plan_layout(std::vector<ParamRecord>& params, int world, const std::vector<int>& owners) {
+  Layout layout;
+  std::vector<std::array<int64_t, 2>> shapes;
+  for (const auto& p : params)
+    if (p.kind == Kind::muon) shapes.push_back({p.rows(), p.cols()});
+  const std::vector<int> owner = owners.empty() ? plan_owners(shapes, world) : owners;
+
+  // Local offsets inside each rank's segment, per dtype, in registration order.
+  std::vector<std::array<int64_t, kNumDtypes>> used(static_cast<std::size_t>(world));
+  for (auto& u : used) u.fill(0);
+  std::size_t m = 0;
+  int adam_row = 0;
+  for (auto& p : params) {
+    const int d = static_cast<int>(p.dtype);
+    if (p.kind == Kind::muon) {
+      p.owner = owner[m++];
+      int64_t& cursor = used[static_cast<std::size_t>(p.owner)][static_cast<std::size_t>(d)];
+      p.offset = cursor;  // local for now
+      cursor = align_up(cursor + p.numel);
+    } else {
+      p.owner = -1;
+      p.adam_row = adam_row++;
+      p.offset = layout.adam_elements[static_cast<std::size_t>(d)];
+      layout.adam_elements[static_cast<std::size_t>(d)] = align_up(p.offset + p.numel);
+    }
+  }
+  layout.num_adam_rows = adam_row;
+  for (int d = 0; d < kNumDtypes; ++d) {
+    int64_t seg = 0;
+    for (const auto& u : used) seg = std::max(seg, u[static_cast<std::size_t>(d)]);
+    layout.muon[static_cast<std::size_t>(d)].segment_elements = seg;
+    layout.muon[static_cast<std::size_t>(d)].world = world;
+  }
+  for (auto& p : params)
+    if (p.kind == Kind::muon)
+      p.offset += static_cast<int64_t>(p.owner) * layout.muon[static_cast<std::size_t>(p.dtype)].segment_elements;
+  return layout;
+}
+
+}  // namespace dmuon
