@@ -139,6 +139,9 @@ typedef struct dmuon_options_s {
   int cuda_graphs;          /**< 1: replay Newton-Schulz from CUDA graphs (default), 0: eager. */
   int collective_timeout_ms;/**< a collective that has not finished after this many ms fails with
                                  ::DMUON_ERR_TIMEOUT; 0 waits forever (default 0). */
+  int cuda_step_graph;      /**< 1: capture the whole step (NCCL included) in one CUDA graph after a
+                                 warm-up step and replay it (default 0). */
+  void *cuda_stream;        /**< a cudaStream_t to enqueue the step on; NULL: the optimizer's own stream. */
 } dmuon_options_t;
 
 /** Initialiser holding every default. */
@@ -146,7 +149,7 @@ typedef struct dmuon_options_s {
   {                                                                                          \
     sizeof(dmuon_options_t), DMUON_OPTIONS_MAGIC, DMUON_OPTIONS_VERSION, 1e-3, 0.9, 0.999,  \
         1e-8, 0.01, 0.02, 0.95, 1, 5, DMUON_NS_QUINTIC, DMUON_SCALE_ORIGINAL, 1e-7, 0.0,     \
-        0.0, 0, 1, 0                                                                         \
+        0.0, 0, 1, 0, 0, NULL                                                                \
   }
 
 /** Gradient clipping statistics of the last step (read with dmuon_get_clip_stats()). */

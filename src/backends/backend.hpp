@@ -97,6 +97,10 @@ class Backend {
                            int64_t* steps, const StepStats* stats) = 0;
   virtual void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
                            const MuonHyper& hyper, const StepStats* stats) = 0;
+
+  // Per-shape kernel choices the backend made (for example the symmetric
+  // product of Newton-Schulz), as text that checkpoints store beside the plan.
+  virtual std::string kernel_choices() const { return ""; }
 };
 
 // Backend selection by resource string ("cpu", "cuda", "auto"); throws Error.

@@ -114,7 +114,7 @@ int dmuon_optimizer_create(dmuon_context_t ctx, const dmuon_options_t* options, 
     dmuon_options_t o = DMUON_OPTIONS_INIT;
     if (options) {
       require(options->magic == DMUON_OPTIONS_MAGIC && options->version >= 1 &&
-                  options->struct_size >= offsetof(dmuon_options_t, collective_timeout_ms) + sizeof(int),
+                  options->struct_size >= offsetof(dmuon_options_t, cuda_stream) + sizeof(void*),
               DMUON_ERR_OPTIONS_VERSION,
               "dmuon_optimizer_create: options were not initialised with DMUON_OPTIONS_INIT");
       std::memcpy(&o, options, std::min(options->struct_size, sizeof o));

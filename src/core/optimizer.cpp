@@ -30,6 +30,7 @@ void validate_options(const dmuon_options_t& o) {
   require(o.skip_nonfinite == 0 || o.skip_nonfinite == 1, DMUON_ERR_INVALID_VALUE, "skip_nonfinite must be 0 or 1");
   require(o.cuda_graphs == 0 || o.cuda_graphs == 1, DMUON_ERR_INVALID_VALUE, "cuda_graphs must be 0 or 1");
   require(o.collective_timeout_ms >= 0, DMUON_ERR_INVALID_VALUE, "collective_timeout_ms must be >= 0");
+  require(o.cuda_step_graph == 0 || o.cuda_step_graph == 1, DMUON_ERR_INVALID_VALUE, "cuda_step_graph must be 0 or 1");
 }
 
 Optimizer::Optimizer(dmuon_context_s* ctx, const dmuon_options_t& options) : ctx_(ctx), options_(options) {
