@@ -36,6 +36,7 @@ class CpuBackend final : public Backend {
   int rank_ = 0;
   int world_ = 1;
   std::vector<float> scratch_;  // fp32 staging for bf16 collectives
+  std::vector<float> muon_workspace_;  // Newton-Schulz matrices of one chunk (cpu_muon.cpp), kept between steps
 };
 
 }  // namespace dmuon
