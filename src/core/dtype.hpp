@@ -39,4 +39,11 @@ DMUON_HD uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
+// Element access for loops templated on the storage type (float, or uint16_t
+// holding bf16): arithmetic happens in fp32 and a bf16 store rounds once.
+DMUON_HD float load_f32(const float* p, int64_t i) { return p[i]; }
+DMUON_HD float load_f32(const uint16_t* p, int64_t i) { return bf16_to_float(p[i]); }
+DMUON_HD void store_f32(float* p, int64_t i, float v) { p[i] = v; }
+DMUON_HD void store_f32(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
+
 }  // namespace dmuon
