@@ -1,5 +1,6 @@
 // CPU kernels of the replicated part of the step: gradient sum of squares,
 // the clip/guard statistics, and the fused AdamW pass over the flat buffers.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.hpp"
@@ -26,22 +27,45 @@ void CpuBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfin
 }
 
 namespace {
-template <class T>
-float load(const T* p, int64_t i);
-template <>
-float load<float>(const float* p, int64_t i) { return p[i]; }
-template <>
-float load<uint16_t>(const uint16_t* p, int64_t i) { return bf16_to_float(p[i]); }
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
+// The element loop over fp32 values; p and g may be the parameter buffer
+// itself (fp32) or a widened block of a bf16 one.
+void adam_span(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+               int64_t n, const AdamScalarRow& row, const AdamDerived& derived, float clip) {
+  // Local copies: the rows hold floats, which stores to a float buffer could
+  // alias, and that would keep the loop from vectorising.
+  const AdamScalarRow r = row;
+  const AdamDerived d = derived;
+  for (int64_t i = 0; i < n; ++i) {
+    float mi = m[i], vi = v[i];
+    p[i] = adam_element(p[i], g[i] * clip, mi, vi, r, d);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
 
-template <class T>
 void adam_row(const AdamBuffers& b, const AdamScalarRow& r, const AdamDerived& d, float clip) {
-  T* p = static_cast<T*>(b.param) + r.offset;
-  const T* g = static_cast<const T*>(b.grad) + r.offset;
   float* m = b.exp_avg + r.offset;
   float* v = b.exp_avg_sq + r.offset;
-  for (int64_t i = 0; i < r.numel; ++i) store(p, i, adam_element(load(p, i), load(g, i) * clip, m[i], v[i], r, d));
+  if (static_cast<Dtype>(r.dtype) == Dtype::fp32) {
+    adam_span(static_cast<float*>(b.param) + r.offset, static_cast<const float*>(b.grad) + r.offset, m, v, r.numel,
+              r, d, clip);
+    return;
+  }
+  // bf16: widen a cache-sized block, update it in fp32, round it back. Three
+  // simple loops vectorise where one loop mixing widths did not.
+  constexpr int64_t kBlock = 1024;
+  float pf[kBlock], gf[kBlock];
+  uint16_t* __restrict p = static_cast<uint16_t*>(b.param) + r.offset;
+  const uint16_t* __restrict g = static_cast<const uint16_t*>(b.grad) + r.offset;
+  for (int64_t at = 0; at < r.numel; at += kBlock) {
+    const int64_t n = std::min(kBlock, r.numel - at);
+    for (int64_t i = 0; i < n; ++i) {
+      pf[i] = bf16_to_float(p[at + i]);
+      gf[i] = bf16_to_float(g[at + i]);
+    }
+    adam_span(pf, gf, m + at, v + at, n, r, d, clip);
+    for (int64_t i = 0; i < n; ++i) p[at + i] = float_to_bf16(pf[i]);
+  }
 }
 }  // namespace
 
@@ -53,11 +77,7 @@ void CpuBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const Ada
     const AdamScalarRow& r = rows[k];
     if (!r.active) continue;
     const AdamDerived d = adam_derive(r, ++steps[k]);
-    const AdamBuffers& b = buffers[r.dtype];
-    if (static_cast<Dtype>(r.dtype) == Dtype::fp32)
-      adam_row<float>(b, r, d, clip);
-    else
-      adam_row<uint16_t>(b, r, d, clip);
+    adam_row(buffers[r.dtype], r, d, clip);
   }
 }
 

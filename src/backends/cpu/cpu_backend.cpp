@@ -63,7 +63,7 @@ void CpuBackend::upload(void* dst, const void* host, std::size_t bytes) { copy(d
 void CpuBackend::download(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
 
 void CpuBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
-  if (count == 0) return;
+  if (count == 0 || world_ == 1) return;  // the average of one rank is itself
   float* f = static_cast<float*>(buf);
   if (dtype == Dtype::bf16) {
     scratch_.resize(static_cast<std::size_t>(count));

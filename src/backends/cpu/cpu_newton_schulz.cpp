@@ -1,0 +1,87 @@
+#include "backends/cpu/cpu_newton_schulz.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/cpu_blas.hpp"
+#include "core/error.hpp"
+
+namespace dmuon {
+
+namespace {
+
+// A batch of same-shape matrices in one contiguous block: matrix i at data + i*stride.
+struct HostBatch {
+  float* data;
+  long stride;
+  bool operator==(const HostBatch& o) const { return data == o.data; }
+};
+
+// The Engine of newton_schulz_iterate on the host. BLAS already spreads one
+// product over the cores, so "batched" is a loop over the matrices.
+class HostEngine {
+ public:
+  HostEngine(int batch, SymmetricProduct product) : batch_(batch), product_(product) {}
+
+  void gemm(bool trans_b, long M, long N, long K, float alpha, HostBatch A, HostBatch B, float beta, HostBatch C) {
+    // X X^T is the only product the iteration forms with trans_b on one operand twice.
+    const bool symmetric = trans_b && A == B && M == N && product_ == SymmetricProduct::ssyrk;
+    for (int i = 0; i < batch_; ++i) {
+      const float* a = A.data + i * A.stride;
+      const float* b = B.data + i * B.stride;
+      float* c = C.data + i * C.stride;
+      if (symmetric)
+        ssyrk_row_major(static_cast<int>(M), static_cast<int>(K), alpha, a, beta, c);
+      else
+        sgemm_row_major(trans_b, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, a, b, beta, c);
+    }
+  }
+
+  void copy(HostBatch dst, HostBatch src, long elements) {
+    const std::size_t bytes = static_cast<std::size_t>(elements) * sizeof(float);
+    if (dst.stride == elements && src.stride == elements) {  // contiguous: one pass
+      std::memcpy(dst.data, src.data, bytes * static_cast<std::size_t>(batch_));
+      return;
+    }
+    for (int i = 0; i < batch_; ++i) std::memcpy(dst.data + i * dst.stride, src.data + i * src.stride, bytes);
+  }
+
+ private:
+  int batch_;
+  SymmetricProduct product_;
+};
+
+}  // namespace
+
+std::size_t cpu_ns_workspace_floats(int batch, long k, long n) {
+  return static_cast<std::size_t>(batch) * (2 * static_cast<std::size_t>(k) * n + 2 * static_cast<std::size_t>(k) * k);
+}
+
+float* cpu_newton_schulz(float* work, int batch, long k, long n, const std::vector<NsCoefficients>& coeffs,
+                         double norm_factor, float eps, SymmetricProduct product) {
+  require(k >= 1 && k <= n && n <= INT_MAX && k * n <= INT_MAX, DMUON_ERR_NOT_SUPPORTED,
+          "Newton-Schulz on the CPU: a matrix of " + std::to_string(k) + " x " + std::to_string(n) +
+              " is beyond the BLAS integer range");
+  const long kn = k * n, kk = k * k;
+  float* x = work;
+  HostBatch X{x, kn}, Xn{x + batch * kn, kn}, A{x + 2 * batch * kn, kk}, B{x + 2 * batch * kn + batch * kk, kk};
+
+  // Frobenius normalisation as torch.optim.Muon: divide by the norm clamped
+  // from below by eps (a zero update stays zero instead of becoming NaN). The
+  // sum is in double so the norm does not depend on the matrix size's rounding.
+  for (int i = 0; i < batch; ++i) {
+    float* m = x + i * kn;
+    double sumsq = 0.0;
+    for (long e = 0; e < kn; ++e) sumsq += static_cast<double>(m[e]) * m[e];
+    const double denom = std::max(norm_factor * std::sqrt(sumsq), static_cast<double>(eps));
+    const float scale = static_cast<float>(1.0 / denom);
+    for (long e = 0; e < kn; ++e) m[e] *= scale;
+  }
+
+  HostEngine engine(batch, product);
+  return newton_schulz_iterate(engine, X, Xn, A, B, k, n, coeffs).data;
+}
+
+}  // namespace dmuon

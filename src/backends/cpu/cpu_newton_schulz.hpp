@@ -1,0 +1,27 @@
+// Newton-Schulz on the host: the iteration of core/newton_schulz.hpp over an
+// Engine that calls BLAS, batched over matrices of one shape. Used by the CPU
+// Muon step (cpu_muon.cpp) and timed on its own by bench/bench_newton_schulz.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "core/newton_schulz.hpp"
+
+namespace dmuon {
+
+// How A = X X^T is formed: a general product, or a symmetric rank-k update
+// (half the flops, but a different kernel; docs/decisions.md has the timing).
+enum class SymmetricProduct { sgemm, ssyrk };
+
+// Floats of workspace for `batch` k x n matrices: X and Xn (k x n), A and B (k x k).
+std::size_t cpu_ns_workspace_floats(int batch, long k, long n);
+
+// `work` holds cpu_ns_workspace_floats(batch, k, n) floats, the first batch*k*n
+// of them the input matrices (k <= n, matrix i at work + i*k*n). Each matrix is
+// divided by max(norm_factor * ||X||_F, eps), then iterated with `coeffs`.
+// Returns where the results lie (the first or second block of batch*k*n floats,
+// same layout). Throws Error for dimensions beyond BLAS's int.
+float* cpu_newton_schulz(float* work, int batch, long k, long n, const std::vector<NsCoefficients>& coeffs,
+                         double norm_factor, float eps, SymmetricProduct product);
+
+}  // namespace dmuon
