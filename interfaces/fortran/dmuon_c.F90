@@ -1,0 +1,280 @@
+! dmuon_c: the raw ISO_C_BINDING interfaces of include/dmuon/dmuon.h, one per C
+! call, plus the interoperable structs and the enum constants. The Fortran
+! names carry a c_ prefix so that the friendly wrappers in module dmuon can use
+! the C names. Most programs `use dmuon` and never touch this module.
+module dmuon_c
+  use, intrinsic :: iso_c_binding
+  implicit none
+  private
+  public :: c_int, c_int64_t, c_double, c_float, c_size_t, c_ptr, c_null_ptr, c_char, c_null_char, &
+            c_int16_t, c_associated, c_loc, c_f_pointer
+
+  ! Status codes and the version, generated at configure time from dmuon.h
+  ! (the header's X-macro list stays the only place they are written down).
+#include "dmuon_constants.inc"
+
+  ! dmuon_kind_t, dmuon_dtype_t, dmuon_ns_schedule_t, dmuon_muon_scale_t
+  integer(c_int), parameter, public :: DMUON_KIND_MUON = 0, DMUON_KIND_ADAM = 1
+  integer(c_int), parameter, public :: DMUON_DTYPE_FP32 = 0, DMUON_DTYPE_BF16 = 1
+  integer(c_int), parameter, public :: DMUON_NS_QUINTIC = 0, DMUON_NS_POLAR_EXPRESS = 1
+  integer(c_int), parameter, public :: DMUON_SCALE_ORIGINAL = 0, DMUON_SCALE_MATCH_ADAMW_RMS = 1
+  integer(c_int32_t), parameter, public :: DMUON_OPTIONS_MAGIC = int(z'646d756f', c_int32_t)
+  integer(c_int32_t), parameter, public :: DMUON_OPTIONS_VERSION = 1
+
+  !> Mirror of dmuon_options_t, defaults of DMUON_OPTIONS_INIT. struct_size is
+  !> filled by the wrappers (c_sizeof is not a constant expression); the test
+  !> fortran_options checks the layout against the C library field by field.
+  type, bind(C), public :: dmuon_options
+    integer(c_size_t) :: struct_size = 0
+    integer(c_int32_t) :: magic = DMUON_OPTIONS_MAGIC
+    integer(c_int32_t) :: version = DMUON_OPTIONS_VERSION
+    real(c_double) :: adam_lr = 1.0d-3
+    real(c_double) :: adam_beta1 = 0.9d0
+    real(c_double) :: adam_beta2 = 0.999d0
+    real(c_double) :: adam_eps = 1.0d-8
+    real(c_double) :: adam_weight_decay = 0.01d0
+    real(c_double) :: muon_lr = 0.02d0
+    real(c_double) :: muon_momentum = 0.95d0
+    integer(c_int) :: muon_nesterov = 1
+    integer(c_int) :: muon_ns_steps = 5
+    integer(c_int) :: muon_ns_schedule = DMUON_NS_QUINTIC
+    integer(c_int) :: muon_scale = DMUON_SCALE_ORIGINAL
+    real(c_double) :: muon_ns_eps = 1.0d-7
+    real(c_double) :: muon_weight_decay = 0.0d0
+    real(c_double) :: max_grad_norm = 0.0d0
+    integer(c_int) :: skip_nonfinite = 0
+    integer(c_int) :: cuda_graphs = 1
+    integer(c_int) :: collective_timeout_ms = 0
+    integer(c_int) :: cuda_step_graph = 0
+    type(c_ptr) :: cuda_stream = c_null_ptr
+  end type dmuon_options
+
+  !> Mirror of dmuon_clip_stats_t (flags are C ints: 0 or 1).
+  type, bind(C), public :: dmuon_clip_stats
+    real(c_double) :: total_norm = 0
+    real(c_double) :: clip_coef = 1
+    integer(c_int) :: clipped = 0
+    integer(c_int) :: found_inf = 0
+    integer(c_int) :: step_skipped = 0
+  end type dmuon_clip_stats
+
+  !> Mirror of dmuon_checkpoint_options_t, defaults of DMUON_CHECKPOINT_OPTIONS_INIT.
+  type, bind(C), public :: dmuon_checkpoint_options
+    integer(c_size_t) :: struct_size = 0
+    integer(c_int32_t) :: magic = DMUON_OPTIONS_MAGIC
+    integer(c_int32_t) :: version = DMUON_OPTIONS_VERSION
+    integer(c_int) :: keep_last = 3
+  end type dmuon_checkpoint_options
+
+  public :: c_dmuon_get_version, c_dmuon_check_version, c_dmuon_error_string, c_dmuon_context_create_f, &
+            c_dmuon_context_destroy, c_dmuon_context_backend, c_dmuon_context_rank, c_dmuon_context_last_error, &
+            c_dmuon_optimizer_create, c_dmuon_optimizer_destroy, c_dmuon_register, c_dmuon_optimizer_finalize, &
+            c_dmuon_num_params, c_dmuon_param_id, c_dmuon_param_view, c_dmuon_param_numel, &
+            c_dmuon_set_external_grad, c_dmuon_step, c_dmuon_mark_no_grad, c_dmuon_set_lr, &
+            c_dmuon_set_weight_decay, c_dmuon_set_betas, c_dmuon_set_eps, c_dmuon_set_momentum, &
+            c_dmuon_set_max_grad_norm, c_dmuon_get_options, c_dmuon_get_step_count, c_dmuon_get_clip_stats, &
+            c_dmuon_param_owner, c_dmuon_state_bytes, c_dmuon_checkpoint_save, c_dmuon_checkpoint_restore, &
+            c_dmuon_checkpoint_set_attribute, c_dmuon_checkpoint_get_attribute, &
+            c_dmuon_install_signal_handler, c_dmuon_request_checkpoint, c_dmuon_checkpoint_requested
+
+  interface
+    integer(c_int) function c_dmuon_get_version(major, minor, patch) bind(C, name="dmuon_get_version")
+      import :: c_int
+      integer(c_int), intent(out) :: major, minor, patch
+    end function
+    integer(c_int) function c_dmuon_check_version(major, minor, patch) bind(C, name="dmuon_check_version")
+      import :: c_int
+      integer(c_int), value :: major, minor, patch
+    end function
+    type(c_ptr) function c_dmuon_error_string(status) bind(C, name="dmuon_error_string")
+      import :: c_int, c_ptr
+      integer(c_int), value :: status
+    end function
+    ! MPI_Fint is a C int in every MPI we know of (Fortran default INTEGER).
+    integer(c_int) function c_dmuon_context_create_f(comm, resource, ctx) bind(C, name="dmuon_context_create_f")
+      import :: c_int, c_char, c_ptr
+      integer(c_int), value :: comm
+      character(kind=c_char), intent(in) :: resource(*)
+      type(c_ptr), intent(out) :: ctx
+    end function
+    integer(c_int) function c_dmuon_context_destroy(ctx) bind(C, name="dmuon_context_destroy")
+      import :: c_int, c_ptr
+      type(c_ptr), intent(inout) :: ctx
+    end function
+    integer(c_int) function c_dmuon_context_backend(ctx, buf, len) bind(C, name="dmuon_context_backend")
+      import :: c_int, c_ptr, c_char, c_size_t
+      type(c_ptr), value :: ctx
+      character(kind=c_char), intent(out) :: buf(*)
+      integer(c_size_t), value :: len
+    end function
+    integer(c_int) function c_dmuon_context_rank(ctx, rank, size) bind(C, name="dmuon_context_rank")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ctx
+      integer(c_int), intent(out) :: rank, size
+    end function
+    type(c_ptr) function c_dmuon_context_last_error(ctx) bind(C, name="dmuon_context_last_error")
+      import :: c_ptr
+      type(c_ptr), value :: ctx
+    end function
+    integer(c_int) function c_dmuon_optimizer_create(ctx, options, opt) bind(C, name="dmuon_optimizer_create")
+      import :: c_int, c_ptr, dmuon_options
+      type(c_ptr), value :: ctx
+      type(dmuon_options), intent(in) :: options
+      type(c_ptr), intent(out) :: opt
+    end function
+    integer(c_int) function c_dmuon_optimizer_destroy(opt) bind(C, name="dmuon_optimizer_destroy")
+      import :: c_int, c_ptr
+      type(c_ptr), intent(inout) :: opt
+    end function
+    integer(c_int) function c_dmuon_register(opt, name, kind, dtype, ndim, shape, lr_mul, wd_mul, id) &
+        bind(C, name="dmuon_register")
+      import :: c_int, c_ptr, c_char, c_int64_t, c_double
+      type(c_ptr), value :: opt
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int), value :: kind, dtype, ndim
+      integer(c_int64_t), intent(in) :: shape(*)
+      real(c_double), value :: lr_mul, wd_mul
+      integer(c_int), intent(out) :: id
+    end function
+    integer(c_int) function c_dmuon_optimizer_finalize(opt) bind(C, name="dmuon_optimizer_finalize")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+    end function
+    integer(c_int) function c_dmuon_num_params(opt, count) bind(C, name="dmuon_num_params")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), intent(out) :: count
+    end function
+    integer(c_int) function c_dmuon_param_id(opt, name, id) bind(C, name="dmuon_param_id")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: opt
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int), intent(out) :: id
+    end function
+    integer(c_int) function c_dmuon_param_view(opt, id, data, grad) bind(C, name="dmuon_param_view")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: id
+      type(c_ptr), intent(out) :: data, grad
+    end function
+    integer(c_int) function c_dmuon_param_numel(opt, id, numel) bind(C, name="dmuon_param_numel")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: opt
+      integer(c_int), value :: id
+      integer(c_int64_t), intent(out) :: numel
+    end function
+    integer(c_int) function c_dmuon_set_external_grad(opt, id, grad) bind(C, name="dmuon_set_external_grad")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt, grad
+      integer(c_int), value :: id
+    end function
+    integer(c_int) function c_dmuon_step(opt) bind(C, name="dmuon_step")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+    end function
+    integer(c_int) function c_dmuon_mark_no_grad(opt, id) bind(C, name="dmuon_mark_no_grad")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: id
+    end function
+    integer(c_int) function c_dmuon_set_lr(opt, kind, lr) bind(C, name="dmuon_set_lr")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: opt
+      integer(c_int), value :: kind
+      real(c_double), value :: lr
+    end function
+    integer(c_int) function c_dmuon_set_weight_decay(opt, kind, wd) bind(C, name="dmuon_set_weight_decay")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: opt
+      integer(c_int), value :: kind
+      real(c_double), value :: wd
+    end function
+    integer(c_int) function c_dmuon_set_betas(opt, beta1, beta2) bind(C, name="dmuon_set_betas")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: opt
+      real(c_double), value :: beta1, beta2
+    end function
+    integer(c_int) function c_dmuon_set_eps(opt, eps) bind(C, name="dmuon_set_eps")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: opt
+      real(c_double), value :: eps
+    end function
+    integer(c_int) function c_dmuon_set_momentum(opt, momentum) bind(C, name="dmuon_set_momentum")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: opt
+      real(c_double), value :: momentum
+    end function
+    integer(c_int) function c_dmuon_set_max_grad_norm(opt, max_norm) bind(C, name="dmuon_set_max_grad_norm")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: opt
+      real(c_double), value :: max_norm
+    end function
+    integer(c_int) function c_dmuon_get_options(opt, options) bind(C, name="dmuon_get_options")
+      import :: c_int, c_ptr, dmuon_options
+      type(c_ptr), value :: opt
+      type(dmuon_options), intent(out) :: options
+    end function
+    integer(c_int) function c_dmuon_get_step_count(opt, steps) bind(C, name="dmuon_get_step_count")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: opt
+      integer(c_int64_t), intent(out) :: steps
+    end function
+    integer(c_int) function c_dmuon_get_clip_stats(opt, stats) bind(C, name="dmuon_get_clip_stats")
+      import :: c_int, c_ptr, dmuon_clip_stats
+      type(c_ptr), value :: opt
+      type(dmuon_clip_stats), intent(out) :: stats
+    end function
+    integer(c_int) function c_dmuon_param_owner(opt, id, rank) bind(C, name="dmuon_param_owner")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: id
+      integer(c_int), intent(out) :: rank
+    end function
+    integer(c_int) function c_dmuon_state_bytes(opt, bytes) bind(C, name="dmuon_state_bytes")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: opt
+      integer(c_int64_t), intent(out) :: bytes
+    end function
+    integer(c_int) function c_dmuon_checkpoint_save(opt, dir, user_step, options) bind(C, name="dmuon_checkpoint_save")
+      import :: c_int, c_ptr, c_char, c_int64_t, dmuon_checkpoint_options
+      type(c_ptr), value :: opt
+      character(kind=c_char), intent(in) :: dir(*)
+      integer(c_int64_t), value :: user_step
+      type(dmuon_checkpoint_options), intent(in) :: options
+    end function
+    integer(c_int) function c_dmuon_checkpoint_restore(opt, path, user_step) bind(C, name="dmuon_checkpoint_restore")
+      import :: c_int, c_ptr, c_char, c_int64_t
+      type(c_ptr), value :: opt
+      character(kind=c_char), intent(in) :: path(*)
+      integer(c_int64_t), intent(out) :: user_step
+    end function
+    integer(c_int) function c_dmuon_checkpoint_set_attribute(opt, key, value) &
+        bind(C, name="dmuon_checkpoint_set_attribute")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: opt
+      character(kind=c_char), intent(in) :: key(*), value(*)
+    end function
+    integer(c_int) function c_dmuon_checkpoint_get_attribute(opt, key, buf, len) &
+        bind(C, name="dmuon_checkpoint_get_attribute")
+      import :: c_int, c_ptr, c_char, c_size_t
+      type(c_ptr), value :: opt
+      character(kind=c_char), intent(in) :: key(*)
+      character(kind=c_char), intent(out) :: buf(*)
+      integer(c_size_t), value :: len
+    end function
+    integer(c_int) function c_dmuon_install_signal_handler(ctx, signum) bind(C, name="dmuon_install_signal_handler")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ctx
+      integer(c_int), value :: signum
+    end function
+    integer(c_int) function c_dmuon_request_checkpoint(ctx) bind(C, name="dmuon_request_checkpoint")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ctx
+    end function
+    integer(c_int) function c_dmuon_checkpoint_requested(ctx, requested) bind(C, name="dmuon_checkpoint_requested")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: ctx
+      integer(c_int), intent(out) :: requested
+    end function
+  end interface
+end module dmuon_c
