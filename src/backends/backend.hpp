@@ -98,6 +98,17 @@ class Backend {
   virtual void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
                            const MuonHyper& hyper, const StepStats* stats) = 0;
 
+  // Brackets of one optimizer step, called by Optimizer::step(). `key` (the
+  // optimizer's StepStats) tells apart optimizers sharing this backend;
+  // `structure` hashes what changes the step's sequence of calls (no-grad
+  // marks, external gradient pointers). A backend may capture the calls in
+  // between and replay them (the CUDA whole-step graph); end_step(key, false)
+  // closes a step that threw. Defaults do nothing (the CPU backend).
+  virtual void begin_step(const StepStats* key, const dmuon_options_t& options, uint64_t structure) {
+    (void)key, (void)options, (void)structure;
+  }
+  virtual void end_step(const StepStats* key, bool ok) { (void)key, (void)ok; }
+
   // Per-shape kernel choices the backend made (for example the symmetric
   // product of Newton-Schulz), as text that checkpoints store beside the plan.
   virtual std::string kernel_choices() const { return ""; }

@@ -176,6 +176,27 @@ void Optimizer::step() {
   Backend& b = backend();
   const int world = ctx_->size;
 
+  // What decides the sequence of backend calls below (beyond the options):
+  // a backend that replays a captured step must re-capture when it changes.
+  uint64_t structure = 1469598103934665603ull;  // FNV-1a over (has_grad, external_grad)
+  for (const ParamRecord& p : registry_.all()) {
+    const uint64_t words[2] = {p.has_grad ? 1u : 0u, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.external_grad))};
+    for (uint64_t w : words) structure = (structure ^ w) * 1099511628211ull;
+  }
+  b.begin_step(stats_, options_, structure);
+  struct StepBracket {  // closes the step when a call below throws
+    Backend& b;
+    const StepStats* key;
+    bool open = true;
+    ~StepBracket() {
+      if (!open) return;
+      try {
+        b.end_step(key, false);
+      } catch (...) {  // the first error is the one reported
+      }
+    }
+  } bracket{b, stats_};
+
   // 1. External gradients into the flat buffers; parameters without a
   //    gradient contribute zeros (to the average and to the norm).
   for (std::size_t i = 0; i < registry_.size(); ++i) {
@@ -224,6 +245,8 @@ void Optimizer::step() {
   for (int d = 0; d < kNumDtypes; ++d)
     if (muon_[d].segment_elements) b.allgather(muon_[d].param, muon_[d].segment_elements, static_cast<Dtype>(d));
 
+  bracket.open = false;
+  b.end_step(stats_, true);
   for (ParamRecord& p : registry_.all()) p.has_grad = true;
 }
 
