@@ -1,0 +1,227 @@
+// CUDA kernels of the replicated part of the step: the gradient sum of
+// squares (deterministic two-pass reduction, so a replayed step equals an
+// eager one bit for bit), the clip/guard statistics, and the fused AdamW pass
+// reading the scalar table with 16-byte accesses.
+#include <algorithm>
+#include <vector>
+
+#include "backends/cuda/cuda_state.hpp"
+
+namespace dmuon {
+
+namespace {
+
+template <class T>
+__device__ inline float to_f(T x);
+template <>
+__device__ inline float to_f<float>(float x) { return x; }
+template <>
+__device__ inline float to_f<uint16_t>(uint16_t x) { return bf16_to_float(x); }
+
+// Block-wide sum in a fixed order (shared-memory tree): deterministic.
+template <class V>
+__device__ V block_sum(V x) {
+  __shared__ V sh[kThreads];
+  sh[threadIdx.x] = x;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  return sh[0];
+}
+
+template <class T>
+__global__ void sumsq_partial(const T* g, int64_t n, double* partials) {
+  double acc = 0.0;
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
+    const double x = to_f(g[i]);
+    acc += x * x;
+  }
+  const double s = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+__global__ void sumsq_finish(const double* partials, int n, double* sumsq) {
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < n; i += kThreads) acc += partials[i];
+  const double s = block_sum(acc);
+  if (threadIdx.x == 0) *sumsq += s;
+}
+
+__global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_nonfinite, int norm_computed) {
+  finish_step_stats(*s, h->max_norm, skip_nonfinite, norm_computed);
+}
+
+// Element access in groups of V (16 bytes of parameters), then the shared
+// element function of scalar_table.hpp on each.
+constexpr int64_t kChunkElements = 8192;
+
+template <class T>
+struct Vec;
+template <>
+struct Vec<float> {
+  static constexpr int V = 4;
+  __device__ static void load(const float* p, float* out) {
+    const float4 x = *reinterpret_cast<const float4*>(p);
+    out[0] = x.x, out[1] = x.y, out[2] = x.z, out[3] = x.w;
+  }
+  __device__ static void store(float* p, const float* in) { *reinterpret_cast<float4*>(p) = make_float4(in[0], in[1], in[2], in[3]); }
+};
+template <>
+struct Vec<uint16_t> {
+  static constexpr int V = 8;
+  __device__ static void load(const uint16_t* p, float* out) {
+    const uint4 x = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+    for (int k = 0; k < 4; ++k) {
+      out[2 * k] = bf16_to_float(static_cast<uint16_t>(w[k] & 0xffffu));
+      out[2 * k + 1] = bf16_to_float(static_cast<uint16_t>(w[k] >> 16));
+    }
+  }
+  __device__ static void store(uint16_t* p, const float* in) {
+    uint32_t w[4];
+    for (int k = 0; k < 4; ++k) w[k] = uint32_t(float_to_bf16(in[2 * k])) | (uint32_t(float_to_bf16(in[2 * k + 1])) << 16);
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+
+__device__ inline void load_f4(const float* p, float* out, int n) {
+  for (int k = 0; k < n; k += 4) {
+    const float4 x = *reinterpret_cast<const float4*>(p + k);
+    out[k] = x.x, out[k + 1] = x.y, out[k + 2] = x.z, out[k + 3] = x.w;
+  }
+}
+__device__ inline void store_f4(float* p, const float* in, int n) {
+  for (int k = 0; k < n; k += 4) *reinterpret_cast<float4*>(p + k) = make_float4(in[k], in[k + 1], in[k + 2], in[k + 3]);
+}
+
+// One block per chunk of one row. The guard (skip) and the row's active flag
+// are read on the device: no host branch depends on the step's outcome.
+template <class T>
+__global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, const T* __restrict__ grad,
+                                                       float* __restrict__ m, float* __restrict__ v,
+                                                       const AdamChunk* __restrict__ chunks,
+                                                       const AdamScalarRow* __restrict__ rows,
+                                                       const int64_t* __restrict__ steps, const StepStats* stats) {
+  constexpr int V = Vec<T>::V;
+  const AdamChunk c = chunks[blockIdx.x];
+  const AdamScalarRow r = rows[c.row];
+  if (stats->skip || !r.active) return;
+  const AdamDerived d = adam_derive(r, steps[c.row] + 1);
+  const float clip = static_cast<float>(stats->clip_coef);
+  const int64_t end = c.start + c.count;
+  for (int64_t i = c.start + int64_t(threadIdx.x) * V; i < end; i += int64_t(kThreads) * V) {
+    if (i + V <= end) {
+      float p[V], g[V], mm[V], vv[V];
+      Vec<T>::load(param + i, p);
+      Vec<T>::load(grad + i, g);
+      load_f4(m + i, mm, V);
+      load_f4(v + i, vv, V);
+#pragma unroll
+      for (int k = 0; k < V; ++k) p[k] = adam_element(p[k], g[k] * clip, mm[k], vv[k], r, d);
+      Vec<T>::store(param + i, p);
+      store_f4(m + i, mm, V);
+      store_f4(v + i, vv, V);
+    } else {
+      for (int64_t j = i; j < end; ++j) {
+        const float p = adam_element(to_f(param[j]), to_f(grad[j]) * clip, m[j], v[j], r, d);
+        if constexpr (sizeof(T) == 4)
+          param[j] = p;
+        else
+          param[j] = float_to_bf16(p);
+      }
+    }
+  }
+}
+
+// Step counts advance after the update, only for rows that took the step.
+__global__ void adam_advance(const AdamScalarRow* rows, int n, int64_t* steps, const StepStats* stats) {
+  const int i = blockIdx.x * kThreads + threadIdx.x;
+  if (i < n && rows[i].active && !stats->skip) steps[i] += 1;
+}
+
+template <class T>
+const T* typed(const void* p, int64_t offset) {
+  return static_cast<const T*>(p) + offset;
+}
+
+}  // namespace
+
+void CudaBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) {
+  if (!count || replaying()) return;
+  require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: accumulate_sumsq outside a step");
+  CudaStepState& st = *current_;
+  if (dtype == Dtype::fp32)
+    sumsq_partial<<<kSumsqBlocks, kThreads, 0, st.stream>>>(typed<float>(buf, offset), count, st.sumsq_partials);
+  else
+    sumsq_partial<<<kSumsqBlocks, kThreads, 0, st.stream>>>(typed<uint16_t>(buf, offset), count, st.sumsq_partials);
+  launch_check("sumsq_partial");
+  sumsq_finish<<<1, kThreads, 0, st.stream>>>(st.sumsq_partials, kSumsqBlocks, &stats->sumsq);
+  launch_check("sumsq_finish");
+}
+
+void CudaBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) {
+  require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: finish_stats outside a step");
+  // max_norm changes through a setter: it reaches the kernel through the
+  // staged header, so a captured step picks up the new value.
+  const StepHeader h{max_norm, 0.f, 0.f};
+  const StepHeader* dev = static_cast<const StepHeader*>(stage(kPieceHeader, &h, sizeof h));
+  if (replaying()) return;
+  finish_stats_kernel<<<1, 1, 0, current_->stream>>>(stats, dev, skip_nonfinite, norm_computed);
+  launch_check("finish_stats_kernel");
+}
+
+void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
+                              int64_t* steps, const StepStats* stats) {
+  require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: adam_update outside a step");
+  CudaStepState& st = *current_;
+  const auto* dev_rows =
+      static_cast<const AdamScalarRow*>(stage(kPieceAdam, rows, sizeof(AdamScalarRow) * static_cast<std::size_t>(num_rows)));
+  if (replaying()) return;
+  if (st.adam_rows != num_rows) {
+    // Chunk lists depend only on the plan (offsets, sizes): built once, at the
+    // first step, and uploaded from pinned memory without waiting.
+    std::vector<AdamChunk> lists[kNumDtypes];
+    for (int k = 0; k < num_rows; ++k)
+      for (int64_t s = 0; s < rows[k].numel; s += kChunkElements)
+        lists[rows[k].dtype].push_back(AdamChunk{k, 0, rows[k].offset + s, std::min(kChunkElements, rows[k].numel - s)});
+    if (st.chunks_host) cuda_check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");  // old lists in use
+    cudaFreeHost(st.chunks_host);
+    st.chunks_host = nullptr;
+    std::size_t total = 0;
+    for (auto& l : lists) total += l.size();
+    cuda_check(cudaHostAlloc(&st.chunks_host, sizeof(AdamChunk) * std::max<std::size_t>(total, 1), cudaHostAllocDefault),
+               "cudaHostAlloc (Adam chunks)");
+    std::size_t at = 0;
+    for (int d = 0; d < kNumDtypes; ++d) {
+      cudaFree(st.chunks[d]);
+      st.chunks[d] = nullptr;
+      st.num_chunks[d] = static_cast<int>(lists[d].size());
+      if (lists[d].empty()) continue;
+      std::copy(lists[d].begin(), lists[d].end(), st.chunks_host + at);
+      cuda_check(cudaMalloc(&st.chunks[d], sizeof(AdamChunk) * lists[d].size()), "cudaMalloc (Adam chunks)");
+      cuda_check(cudaMemcpyAsync(st.chunks[d], st.chunks_host + at, sizeof(AdamChunk) * lists[d].size(),
+                                 cudaMemcpyHostToDevice, st.stream),
+                 "cudaMemcpyAsync (Adam chunks)");
+      at += lists[d].size();
+    }
+    st.adam_rows = num_rows;
+  }
+  for (int d = 0; d < kNumDtypes; ++d) {
+    if (!st.num_chunks[d]) continue;
+    const AdamBuffers& b = buffers[d];
+    if (static_cast<Dtype>(d) == Dtype::fp32)
+      adam_kernel<<<st.num_chunks[d], kThreads, 0, st.stream>>>(static_cast<float*>(b.param), static_cast<const float*>(b.grad),
+                                                              b.exp_avg, b.exp_avg_sq, st.chunks[d], dev_rows, steps, stats);
+    else
+      adam_kernel<<<st.num_chunks[d], kThreads, 0, st.stream>>>(static_cast<uint16_t*>(b.param),
+                                                              static_cast<const uint16_t*>(b.grad), b.exp_avg,
+                                                              b.exp_avg_sq, st.chunks[d], dev_rows, steps, stats);
+    launch_check("adam_kernel");
+  }
+  adam_advance<<<(num_rows + kThreads - 1) / kThreads, kThreads, 0, st.stream>>>(dev_rows, num_rows, steps, stats);
+  launch_check("adam_advance");
+}
+
+}  // namespace dmuon

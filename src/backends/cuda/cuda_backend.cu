@@ -1,0 +1,417 @@
+// CUDA backend: device selection, NCCL bootstrap, memory, collectives, the
+// per-optimizer state and the step brackets (eager, capture, replay).
+#include <cstring>
+#include <string>
+
+#include "backends/cuda/cuda_state.hpp"
+
+namespace dmuon {
+
+namespace {
+ncclDataType_t nccl_type(Dtype d) { return d == Dtype::fp32 ? ncclFloat32 : ncclBfloat16; }
+ncclComm_t as_comm(void* p) { return static_cast<ncclComm_t>(p); }
+cudaStream_t as_stream(void* p) { return static_cast<cudaStream_t>(p); }
+constexpr std::size_t kCublasWorkspace = std::size_t{32} << 20;  // cuBLAS' recommendation for Hopper
+
+void mix(uint64_t& h, uint64_t w) { h = (h ^ w) * 1099511628211ull; }
+}  // namespace
+
+// ------------------------------------------------------------ per optimizer
+CudaStepState::CudaStepState(int device) {
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  cuda_check(cudaStreamCreateWithFlags(&own_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  cuda_check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream = own_stream;
+  for (cudaEvent_t& e : slot_done) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&main_done, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&uploads_done, cudaEventDisableTiming), "cudaEventCreate");
+  cublas_check(cublasCreate(&cublas), "cublasCreate");
+  // A workspace of our own: cuBLAS then never allocates inside a step or a capture.
+  cuda_check(cudaMalloc(&cublas_workspace, kCublasWorkspace), "cudaMalloc (cuBLAS workspace)");
+  cublas_check(cublasSetWorkspace(cublas, cublas_workspace, kCublasWorkspace), "cublasSetWorkspace");
+  cuda_check(cudaMalloc(&sumsq_partials, sizeof(double) * kSumsqBlocks), "cudaMalloc (norm partials)");
+}
+
+CudaStepState::~CudaStepState() {
+  // Destructors never throw: results are ignored, the memory goes either way.
+  cudaStreamSynchronize(stream);
+  cudaStreamSynchronize(side);
+  drop_step_graph();
+  for (ShapeWork& w : shapes) w.release();
+  for (Piece& p : pieces) {
+    cudaFree(p.dev);
+    for (void* h : p.host) cudaFreeHost(h);
+  }
+  for (AdamChunk* c : chunks) cudaFree(c);
+  cudaFreeHost(chunks_host);
+  cudaFree(sumsq_partials);
+  if (cublas) cublasDestroy(cublas);
+  cudaFree(cublas_workspace);
+  for (cudaEvent_t e : slot_done) cudaEventDestroy(e);
+  cudaEventDestroy(main_done);
+  cudaEventDestroy(uploads_done);
+  cudaStreamDestroy(side);
+  cudaStreamDestroy(own_stream);
+}
+
+void CudaStepState::drop_step_graph() noexcept {
+  if (step_exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(step_exec));
+  if (step_graph) cudaGraphDestroy(static_cast<cudaGraph_t>(step_graph));
+  step_exec = step_graph = nullptr;
+}
+
+void CudaStepState::drop_shape_graphs() noexcept {
+  for (ShapeWork& w : shapes) {
+    if (w.exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(w.exec));
+    w.exec = nullptr;
+    w.warm = false;
+  }
+}
+
+void ShapeWork::release() noexcept {
+  if (exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+  exec = nullptr;
+  cudaFree(X);
+  cudaFree(Xn);
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(partials);
+  X = Xn = A = B = nullptr;
+  partials = nullptr;
+}
+
+// ------------------------------------------------------------ backend
+bool cuda_device_visible() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(MPI_Comm comm) { return std::make_unique<CudaBackend>(comm); }
+
+CudaBackend::CudaBackend(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &world_);
+  // One rank per GPU: the device is the rank on its node modulo the devices
+  // the node shows. Every rank learns whether all ranks have one, so that
+  // they all fail together instead of hanging in the NCCL bootstrap.
+  MPI_Comm node = MPI_COMM_NULL;
+  int local_rank = 0, local_size = 1;
+  if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_size(node, &local_size);
+    MPI_Comm_free(&node);
+  }
+  int devices = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&devices);
+  std::string problem;
+  if (rc != cudaSuccess || devices == 0)
+    problem = std::string("no CUDA device is visible (") + (rc == cudaSuccess ? "device count 0" : cudaGetErrorString(rc)) + ")";
+  else if (local_size > devices)
+    problem = std::to_string(local_size) + " ranks share a node with " + std::to_string(devices) +
+              " visible GPUs; NCCL needs one rank per GPU";
+  int mine = problem.empty() ? 1 : 0, all = 0;
+  require(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_) == MPI_SUCCESS, DMUON_ERR_MPI,
+          "cuda backend: MPI_Allreduce failed");
+  if (!mine) fail(DMUON_ERR_NO_DEVICE, "the \"cuda\" backend on rank " + std::to_string(rank_) + ": " + problem);
+  if (!all) fail(DMUON_ERR_NO_DEVICE, "the \"cuda\" backend: another rank has no usable GPU");
+  device_ = local_rank % devices;
+  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  cudaStream_t s = nullptr;
+  cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  own_stream_ = s;
+
+  ncclUniqueId id;
+  if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  require(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_) == MPI_SUCCESS, DMUON_ERR_MPI,
+          "cuda backend: MPI_Bcast of the NCCL id failed");
+  ncclComm_t nc = nullptr;
+  nccl_check(ncclCommInitRank(&nc, world_, id, rank_), "ncclCommInitRank");
+  nccl_ = nc;
+}
+
+CudaBackend::~CudaBackend() {
+  states_.clear();
+  if (nccl_) ncclCommDestroy(as_comm(nccl_));
+  if (own_stream_) cudaStreamDestroy(as_stream(own_stream_));
+}
+
+CudaStepState& CudaBackend::state_of(const StepStats* key) {
+  auto it = states_.find(key);
+  if (it == states_.end()) it = states_.emplace(key, std::make_unique<CudaStepState>(device_)).first;
+  return *it->second;
+}
+
+void* CudaBackend::stream_handle() const { return current_ ? current_->stream : own_stream_; }
+bool CudaBackend::replaying() const { return current_ && current_->mode == CudaStepState::Mode::replay; }
+
+void CudaBackend::sync_all() {
+  for (auto& kv : states_) cuda_check(cudaStreamSynchronize(kv.second->stream), "cudaStreamSynchronize");
+  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+}
+
+// ------------------------------------------------------------ memory
+void* CudaBackend::allocate(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t rc = cudaMalloc(&p, bytes);
+  if (rc == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    fail(DMUON_ERR_OUT_OF_MEMORY, "cudaMalloc of " + std::to_string(bytes) + " bytes: out of device memory");
+  }
+  cuda_check(rc, "cudaMalloc");
+  cuda_check(cudaMemset(p, 0, bytes), "cudaMemset");
+  return p;
+}
+
+void CudaBackend::release(void* p) noexcept {
+  if (!p) return;
+  // An optimizer's StepStats is the key of its state: releasing it means the
+  // optimizer is gone (or re-planned), so its graphs and workspaces go too.
+  auto it = states_.find(static_cast<const StepStats*>(p));
+  if (it != states_.end()) {
+    if (current_ == it->second.get()) current_ = nullptr;
+    states_.erase(it);
+  }
+  cudaFree(p);
+}
+
+void CudaBackend::zero(void* p, std::size_t bytes) {
+  if (!bytes || replaying()) return;
+  if (current_) {
+    cuda_check(cudaMemsetAsync(p, 0, bytes, current_->stream), "cudaMemsetAsync");
+    return;
+  }
+  sync_all();
+  cuda_check(cudaMemsetAsync(p, 0, bytes, as_stream(own_stream_)), "cudaMemsetAsync");
+  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+}
+
+void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
+  if (!bytes || dst == src || replaying()) return;
+  if (current_) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, current_->stream), "cudaMemcpyAsync");
+    return;
+  }
+  sync_all();
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(own_stream_)), "cudaMemcpyAsync");
+  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+}
+
+// Host transfers happen outside steps (checkpoints, tests, stats): they wait.
+void CudaBackend::upload(void* dst, const void* host, std::size_t bytes) {
+  if (!bytes) return;
+  sync_all();
+  cuda_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, as_stream(own_stream_)), "cudaMemcpyAsync");
+  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+}
+
+void CudaBackend::download(void* host, const void* src, std::size_t bytes) {
+  if (!bytes) return;
+  sync_all();
+  cuda_check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, as_stream(own_stream_)), "cudaMemcpyAsync");
+  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+}
+
+void CudaBackend::synchronize() { sync_all(); }
+
+// ------------------------------------------------------------ collectives
+void CudaBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
+  if (!count || replaying()) return;
+  nccl_check(ncclAllReduce(buf, buf, static_cast<size_t>(count), nccl_type(dtype), ncclAvg, as_comm(nccl_),
+                           as_stream(stream_handle())),
+             "ncclAllReduce (average of gradients)");
+}
+
+void CudaBackend::reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) {
+  if (!segment || replaying()) return;
+  char* mine = static_cast<char*>(buf) + static_cast<std::size_t>(rank_ * segment) * dtype_size(dtype);
+  nccl_check(ncclReduceScatter(buf, mine, static_cast<size_t>(segment), nccl_type(dtype), ncclAvg, as_comm(nccl_),
+                               as_stream(stream_handle())),
+             "ncclReduceScatter (Muon gradients onto their owners)");
+}
+
+void CudaBackend::allgather(void* buf, int64_t segment, Dtype dtype) {
+  if (!segment || replaying()) return;
+  char* mine = static_cast<char*>(buf) + static_cast<std::size_t>(rank_ * segment) * dtype_size(dtype);
+  nccl_check(ncclAllGather(mine, buf, static_cast<size_t>(segment), nccl_type(dtype), as_comm(nccl_),
+                           as_stream(stream_handle())),
+             "ncclAllGather (Muon parameters)");
+}
+
+void CudaBackend::allreduce_sum_f64(double* buf, int count) {
+  if (!count || replaying()) return;
+  nccl_check(ncclAllReduce(buf, buf, static_cast<size_t>(count), ncclFloat64, ncclSum, as_comm(nccl_),
+                           as_stream(stream_handle())),
+             "ncclAllReduce (gradient norm)");
+}
+
+// ------------------------------------------------------------ scalar ring
+void* CudaBackend::stage(int piece, const void* host, std::size_t bytes) {
+  require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: scalars staged outside a step");
+  CudaStepState& st = *current_;
+  CudaStepState::Piece& pc = st.pieces[piece];
+  if (pc.bytes != bytes) {
+    // Sizes are fixed by the plan, so this runs at the first step. Graphs that
+    // captured the old device address are dropped with it.
+    require(st.mode == CudaStepState::Mode::eager, DMUON_ERR_INTERNAL, "cuda backend: scalar table resized in a graph step");
+    cuda_check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+    for (cudaEvent_t e : st.slot_done) cuda_check(cudaEventSynchronize(e), "cudaEventSynchronize");
+    st.drop_step_graph();
+    st.drop_shape_graphs();
+    cudaFree(pc.dev);
+    for (void*& h : pc.host) {
+      cudaFreeHost(h);
+      h = nullptr;
+    }
+    pc.dev = nullptr;
+    pc.bytes = 0;
+    cuda_check(cudaMalloc(&pc.dev, bytes), "cudaMalloc (scalar table)");
+    for (void*& h : pc.host) cuda_check(cudaHostAlloc(&h, bytes, cudaHostAllocDefault), "cudaHostAlloc (scalar ring)");
+    pc.bytes = bytes;
+  }
+  // The slot was retired in begin_step (its event waited on), so it is free.
+  std::memcpy(pc.host[st.slot], host, bytes);
+  cuda_check(cudaMemcpyAsync(pc.dev, pc.host[st.slot], bytes, cudaMemcpyHostToDevice, st.upload_stream()),
+             "cudaMemcpyAsync (scalar table upload)");
+  return pc.dev;
+}
+
+// ------------------------------------------------------------ step brackets
+void CudaBackend::begin_step(const StepStats* key, const dmuon_options_t& o, uint64_t structure) {
+  CudaStepState& st = state_of(key);
+  st.stream = o.cuda_stream ? static_cast<cudaStream_t>(o.cuda_stream) : st.own_stream;
+  current_ = &st;
+  // The options that shape the sequence of enqueued work join the structure.
+  const bool norm = o.max_grad_norm > 0 || o.skip_nonfinite;
+  for (uint64_t w : {uint64_t(norm), uint64_t(o.skip_nonfinite), uint64_t(o.muon_ns_steps), uint64_t(o.muon_ns_schedule),
+                     uint64_t(o.muon_nesterov), uint64_t(o.cuda_graphs), uint64_t(reinterpret_cast<uintptr_t>(st.stream))})
+    mix(structure, w);
+  // Ring slot of this step: free once the upload that last read it retired.
+  st.slot = (st.slot + 1) % CudaStepState::kSlots;
+  cuda_check(cudaEventSynchronize(st.slot_done[st.slot]), "cudaEventSynchronize (scalar ring slot)");
+
+  st.mode = CudaStepState::Mode::eager;
+  st.step_graph_wanted = o.cuda_step_graph == 1 && !st.step_graph_disabled;
+  if (!st.step_graph_wanted) {
+    st.drop_step_graph();
+    st.warm = false;
+  } else if (st.step_exec && st.structure == structure) {
+    st.mode = CudaStepState::Mode::replay;
+  } else if (st.warm && st.structure == structure) {
+    st.mode = CudaStepState::Mode::capture;
+  } else {
+    st.drop_step_graph();  // this step runs eagerly and warms up the new structure
+    st.warm = false;
+    st.structure = structure;
+  }
+  if (st.mode != CudaStepState::Mode::eager) {
+    // Uploads go on the side stream, after the previous step's kernels stopped
+    // reading the device tables; the graph launch waits for them in end_step.
+    cuda_check(cudaEventRecord(st.main_done, st.stream), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(st.side, st.main_done, 0), "cudaStreamWaitEvent");
+  }
+  if (st.mode == CudaStepState::Mode::capture)
+    cuda_check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture (whole step)");
+}
+
+namespace {
+// Nodes of a graph (children included) and how many copy to the host.
+void count_nodes(cudaGraph_t g, int& nodes, int& d2h) {
+  size_t n = 0;
+  cudaGraphGetNodes(g, nullptr, &n);
+  std::vector<cudaGraphNode_t> list(n);
+  cudaGraphGetNodes(g, list.data(), &n);
+  for (cudaGraphNode_t node : list) {
+    ++nodes;
+    cudaGraphNodeType t;
+    cudaGraphNodeGetType(node, &t);
+    if (t == cudaGraphNodeTypeMemcpy) {
+      cudaMemcpy3DParms p{};
+      cudaGraphMemcpyNodeGetParams(node, &p);
+      cudaPointerAttributes a{};
+      const bool to_host = p.kind == cudaMemcpyDeviceToHost ||
+                           (p.kind == cudaMemcpyDefault && cudaPointerGetAttributes(&a, p.dstPtr.ptr) == cudaSuccess &&
+                            a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged);
+      if (to_host) ++d2h;
+    } else if (t == cudaGraphNodeTypeGraph) {
+      cudaGraph_t child = nullptr;
+      cudaGraphChildGraphNodeGetGraph(node, &child);
+      count_nodes(child, nodes, d2h);
+    }
+  }
+}
+}  // namespace
+
+void CudaBackend::end_step(const StepStats* key, bool ok) {
+  auto it = states_.find(key);
+  if (it == states_.end()) return;
+  CudaStepState& st = *it->second;
+  current_ = nullptr;
+  using Mode = CudaStepState::Mode;
+  if (st.mode == Mode::eager) {
+    cuda_check(cudaEventRecord(st.slot_done[st.slot], st.stream), "cudaEventRecord");
+    if (ok && st.step_graph_wanted) st.warm = true;
+    return;
+  }
+  if (st.mode == Mode::capture) {
+    cudaGraph_t g = nullptr;
+    const cudaError_t rc = cudaStreamEndCapture(st.stream, &g);
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t irc = rc;
+    if (rc == cudaSuccess && ok) irc = cudaGraphInstantiate(&exec, g, 0);
+    cuda_check(cudaEventRecord(st.slot_done[st.slot], st.side), "cudaEventRecord");
+    if (!ok) {
+      if (g) cudaGraphDestroy(g);
+      return;
+    }
+    if (irc != cudaSuccess) {
+      if (g) cudaGraphDestroy(g);
+      cudaGetLastError();
+      st.step_graph_disabled = true;
+      st.step_note = std::string("whole-step capture failed: ") + cudaGetErrorString(irc);
+      choices_log_ += st.step_note + "; this optimizer steps eagerly from now on\n";
+      fail(DMUON_ERR_CUDA, st.step_note + "; this step was not applied, and the optimizer steps eagerly from now on");
+    }
+    st.step_graph = g;
+    st.step_exec = exec;
+  }
+  // Launch the captured step once this step's tables are on the device.
+  cuda_check(cudaEventRecord(st.uploads_done, st.side), "cudaEventRecord");
+  cuda_check(cudaStreamWaitEvent(st.stream, st.uploads_done, 0), "cudaStreamWaitEvent");
+  cuda_check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(st.step_exec), st.stream), "cudaGraphLaunch (whole step)");
+  cuda_check(cudaEventRecord(st.slot_done[st.slot], st.side), "cudaEventRecord");
+  if (st.mode == Mode::replay) ++st.replays;
+}
+
+CudaBackend::Diagnostics CudaBackend::diagnostics(const StepStats* key) const {
+  Diagnostics d;
+  auto it = states_.find(key);
+  if (it == states_.end()) return d;
+  const CudaStepState& st = *it->second;
+  d.stream = st.stream;
+  if (st.step_graph) {
+    d.step_graph_nodes = 0;
+    d.step_graph_d2h_copies = 0;
+    count_nodes(static_cast<cudaGraph_t>(st.step_graph), d.step_graph_nodes, d.step_graph_d2h_copies);
+  }
+  d.step_replays = st.replays;
+  for (const ShapeWork& w : st.shapes) {
+    d.shape_graphs += w.exec ? 1 : 0;
+    d.shape_fallbacks += w.fallback ? 1 : 0;
+  }
+  return d;
+}
+
+std::string CudaBackend::kernel_choices() const {
+  // One line per Muon shape: the X·Xᵀ product and how Newton-Schulz runs.
+  std::string out;
+  for (const auto& kv : states_)
+    for (const ShapeWork& w : kv.second->shapes)
+      out += "ns " + std::to_string(w.rows) + "x" + std::to_string(w.cols) + " " + dtype_name(w.dtype) + " x" +
+             std::to_string(w.count) + ": gram=cublas_gemm run=" +
+             (w.fallback ? "eager (capture failed: " + w.note + ")" : w.exec ? std::string("graph") : std::string("eager")) +
+             "\n";
+  return out + choices_log_;
+}
+
+}  // namespace dmuon

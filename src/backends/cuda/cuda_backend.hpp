@@ -1,0 +1,92 @@
+// The CUDA backend: flat buffers in device memory, NCCL collectives
+// bootstrapped through MPI, fused kernels, cuBLAS Newton-Schulz replayed from
+// CUDA graphs, and an optional whole-step graph. Every call of the step only
+// enqueues work on the optimizer's stream: no host synchronisation, no
+// device-to-host copy (tests/gpu/test_cuda_async.cpp holds that to account).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backends/backend.hpp"
+
+namespace dmuon {
+
+struct CudaStepState;  // per optimizer: stream, scalar ring, workspaces, graphs
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(MPI_Comm comm);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+  const char* name() const override { return "cuda"; }
+
+  void* allocate(std::size_t bytes) override;
+  void release(void* p) noexcept override;
+  void zero(void* p, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+  void upload(void* dst, const void* host, std::size_t bytes) override;
+  void download(void* host, const void* src, std::size_t bytes) override;
+  void synchronize() override;
+
+  void allreduce_average(void* buf, int64_t count, Dtype dtype) override;
+  void reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) override;
+  void allgather(void* buf, int64_t segment, Dtype dtype) override;
+  void allreduce_sum_f64(double* buf, int count) override;
+
+  void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) override;
+  void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) override;
+  void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
+                   int64_t* steps, const StepStats* stats) override;
+  void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
+                   const MuonHyper& hyper, const StepStats* stats) override;
+
+  void begin_step(const StepStats* key, const dmuon_options_t& options, uint64_t structure) override;
+  void end_step(const StepStats* key, bool ok) override;
+  std::string kernel_choices() const override;
+
+  // What the tests look at (tests/gpu/): the optimizer's stream, and its
+  // whole-step graph (nodes, device-to-host copy nodes, replays; -1 when none).
+  struct Diagnostics {
+    void* stream = nullptr;
+    int step_graph_nodes = -1;
+    int step_graph_d2h_copies = -1;
+    long step_replays = 0;
+    int shape_graphs = 0;     // per-shape Newton-Schulz graphs instantiated
+    int shape_fallbacks = 0;  // shapes that fell back to eager after a failed capture
+  };
+  Diagnostics diagnostics(const StepStats* key) const;
+  // Make the next per-shape capture fail, to exercise the eager fallback.
+  void fail_next_shape_capture_for_testing() { fail_next_capture_ = true; }
+
+  int device() const { return device_; }
+
+ private:
+  friend struct CudaStepState;
+  CudaStepState& state_of(const StepStats* key);
+  CudaStepState* current() const { return current_; }
+  void* stream_handle() const;     // the current optimizer's stream, else the backend's own
+  bool replaying() const;          // the step's work is in a graph: calls only stage scalars
+  void sync_all();                 // wait for every optimizer stream (outside steps only)
+  // Copies `bytes` of host data into the step's pinned ring slot for `piece`
+  // and enqueues its upload; returns the device copy (a fixed address).
+  void* stage(int piece, const void* host, std::size_t bytes);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int world_ = 1;
+  int device_ = 0;
+  void* nccl_ = nullptr;            // ncclComm_t
+  void* own_stream_ = nullptr;      // cudaStream_t for calls outside any step
+  std::map<const StepStats*, std::unique_ptr<CudaStepState>> states_;
+  CudaStepState* current_ = nullptr;
+  bool fail_next_capture_ = false;
+  std::string choices_log_;         // shape choices and fallbacks, for kernel_choices()
+
+  // Muon helpers (cuda_muon.cu).
+  void run_shape(CudaStepState& st, const MuonBuffers& buf, const MuonShapeBatch& batch, std::size_t index,
+                 const MuonHyper& hyper, const StepStats* stats, const void* dev_mats, const void* dev_header);
+};
+
+}  // namespace dmuon

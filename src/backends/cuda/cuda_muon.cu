@@ -1,0 +1,271 @@
+// Muon on the CUDA backend: for each batch of same-shape owned matrices,
+// momentum (+ the Frobenius sum of squares), normalisation, Newton-Schulz in
+// bf16 with fp32 accumulation through cublasGemmStridedBatchedEx (the shared
+// newton_schulz_iterate template over a cuBLAS engine), and the update. Each
+// shape is captured in a CUDA graph after one eager warm-up call and replayed.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_state.hpp"
+#include "core/newton_schulz.hpp"
+
+namespace dmuon {
+
+namespace {
+
+template <class T>
+__device__ inline float load_f(const T* p, int64_t i);
+template <>
+__device__ inline float load_f<float>(const float* p, int64_t i) { return p[i]; }
+template <>
+__device__ inline float load_f<uint16_t>(const uint16_t* p, int64_t i) { return bf16_to_float(p[i]); }
+__device__ inline void store_f(float* p, int64_t i, float v) { p[i] = v; }
+__device__ inline void store_f(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
+
+__device__ float block_sum_f(float x) {
+  __shared__ float sh[kThreads];
+  sh[threadIdx.x] = x;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  return sh[0];
+}
+
+struct MuonHeader {
+  float momentum;
+  float pad_[7];  // keeps the matrix rows that follow 32-byte aligned
+};
+
+// torch.optim.Muon's momentum: buf = m buf + (1-m) g; the update is
+// (1-m) g + m buf with Nesterov, else buf. Written as bf16 into X in the
+// matrix's own row-major order (a tall matrix is handled by the engine's
+// column-major view, not by a transpose), with per-block sums of squares of
+// the rounded values for the Frobenius norm. Inactive or skipped: X = 0 and
+// the momentum untouched.
+template <class T>
+__global__ void momentum_kernel(const T* __restrict__ grad, float* __restrict__ momentum, const MuonMatrix* mats,
+                                const MuonHeader* hdr, const StepStats* stats, int64_t numel, int nesterov,
+                                uint16_t* __restrict__ X, float* __restrict__ partials) {
+  const MuonMatrix mt = mats[blockIdx.y];
+  const bool live = mt.active && !stats->skip;
+  const float m = hdr->momentum, clip = static_cast<float>(stats->clip_coef);
+  uint16_t* x = X + blockIdx.y * numel;
+  float acc = 0.f;
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads) {
+    float u = 0.f;
+    if (live) {
+      const float g = load_f(grad, mt.offset + i) * clip;
+      float& b = momentum[mt.momentum_offset + i];
+      b = m * b + (1.f - m) * g;
+      u = nesterov ? (1.f - m) * g + m * b : b;
+    }
+    const uint16_t ub = float_to_bf16(u);
+    x[i] = ub;
+    const float r = bf16_to_float(ub);
+    acc += r * r;
+  }
+  const float s = block_sum_f(acc);
+  if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = s;
+}
+
+// X /= max(factor * ||X||_F, eps), the norm summed from the partials in a
+// fixed order (each block sums them itself: no extra launch, deterministic).
+__global__ void normalise_kernel(uint16_t* X, const float* partials, int64_t numel, float factor, float eps) {
+  __shared__ float scale;
+  if (threadIdx.x == 0) {
+    double s = 0.0;
+    for (unsigned j = 0; j < gridDim.x; ++j) s += partials[blockIdx.y * gridDim.x + j];
+    scale = 1.f / fmaxf(factor * static_cast<float>(sqrt(s)), eps);
+  }
+  __syncthreads();
+  uint16_t* x = X + blockIdx.y * numel;
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads)
+    x[i] = float_to_bf16(bf16_to_float(x[i]) * scale);
+}
+
+// p = p * decay - lr * O (decay and lr per matrix, from the staged table).
+template <class T>
+__global__ void update_kernel(T* __restrict__ param, const MuonMatrix* mats, const StepStats* stats, int64_t numel,
+                              const uint16_t* __restrict__ O) {
+  const MuonMatrix mt = mats[blockIdx.y];
+  if (!mt.active || stats->skip) return;
+  const uint16_t* o = O + blockIdx.y * numel;
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads) {
+    const int64_t j = mt.offset + i;
+    store_f(param, j, load_f(param, j) * mt.decay - mt.lr * bf16_to_float(o[i]));
+  }
+}
+
+// The Engine of newton_schulz_iterate: row-major bf16 matrices, batched with
+// fixed strides. A k x n matrix stored column-major (a tall matrix's own
+// buffer read as its transpose) flips the operand order instead of moving data.
+struct CublasEngine {
+  cublasHandle_t h;
+  cudaStream_t stream;
+  int batch;
+  bool col_major;
+  void gemm(bool trans_b, long M, long N, long K, float alpha, uint16_t* A, uint16_t* B, float beta, uint16_t* C) {
+    const long long sA = M * K, sB = K * N, sC = M * N;
+    cublasStatus_t rc;
+    if (!col_major)  // C^T = op(B)^T A^T in cuBLAS' column-major view
+      rc = cublasGemmStridedBatchedEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(N), int(M), int(K), &alpha,
+                                      B, CUDA_R_16BF, int(trans_b ? K : N), sB, A, CUDA_R_16BF, int(K), sA, &beta, C,
+                                      CUDA_R_16BF, int(N), sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else
+      rc = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, int(M), int(N), int(K), &alpha,
+                                      A, CUDA_R_16BF, int(M), sA, B, CUDA_R_16BF, int(trans_b ? N : K), sB, &beta, C,
+                                      CUDA_R_16BF, int(M), sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublas_check(rc, "cublasGemmStridedBatchedEx (Newton-Schulz)");
+  }
+  void copy(uint16_t* dst, const uint16_t* src, long elements) {
+    cuda_check(cudaMemcpyAsync(dst, src, sizeof(uint16_t) * elements * batch, cudaMemcpyDeviceToDevice, stream),
+               "cudaMemcpyAsync (Newton-Schulz)");
+  }
+};
+
+ShapeWork make_work(const MuonShapeBatch& b) {
+  ShapeWork w;
+  w.dtype = b.dtype;
+  w.rows = b.rows;
+  w.cols = b.cols;
+  w.count = static_cast<int>(b.matrices.size());
+  const int64_t numel = b.rows * b.cols, k = std::min(b.rows, b.cols);
+  w.blocks_per_matrix = static_cast<int>(std::min<int64_t>(128, std::max<int64_t>(1, numel / (kThreads * 16))));
+  try {
+    cuda_check(cudaMalloc(&w.X, 2 * numel * w.count), "cudaMalloc (Newton-Schulz X)");
+    cuda_check(cudaMalloc(&w.Xn, 2 * numel * w.count), "cudaMalloc (Newton-Schulz X)");
+    cuda_check(cudaMalloc(&w.A, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz A)");
+    cuda_check(cudaMalloc(&w.B, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz B)");
+    cuda_check(cudaMalloc(&w.partials, sizeof(float) * w.count * w.blocks_per_matrix), "cudaMalloc (norm partials)");
+  } catch (...) {
+    w.release();
+    throw;
+  }
+  return w;
+}
+
+template <class T>
+void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const MuonHyper& hyper,
+                   const StepStats* stats, const MuonMatrix* mats, const MuonHeader* hdr) {
+  const int64_t numel = w.rows * w.cols;
+  const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
+  const dim3 grid(static_cast<unsigned>(w.blocks_per_matrix), static_cast<unsigned>(w.count));
+  momentum_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<const T*>(buf.grad), buf.momentum, mats, hdr, stats,
+                                                       numel, hyper.nesterov, w.X, w.partials);
+  launch_check("momentum_kernel");
+  normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, static_cast<float>(ns_norm_factor(hyper.ns_schedule)),
+                                                     hyper.ns_eps);
+  launch_check("normalise_kernel");
+  cublas_check(cublasSetStream(st.cublas, st.stream), "cublasSetStream");
+  CublasEngine e{st.cublas, st.stream, w.count, w.rows > w.cols};
+  uint16_t* out = newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, ns_coefficients(hyper.ns_schedule, hyper.ns_steps));
+  update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), mats, stats, numel, out);
+  launch_check("update_kernel");
+}
+
+void enqueue(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const MuonHyper& hyper, const StepStats* stats,
+             const MuonMatrix* mats, const MuonHeader* hdr) {
+  if (w.dtype == Dtype::fp32)
+    enqueue_shape<float>(st, w, buf, hyper, stats, mats, hdr);
+  else
+    enqueue_shape<uint16_t>(st, w, buf, hyper, stats, mats, hdr);
+}
+
+}  // namespace
+
+void CudaBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
+                              const MuonHyper& hyper, const StepStats* stats) {
+  require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: muon_update outside a step");
+  CudaStepState& st = *current_;
+  // The step's Muon scalars (momentum, per-matrix lr/decay/active) in one
+  // staged table: header, then every batch's matrices.
+  std::size_t total = 0;
+  for (const MuonShapeBatch& b : batches) total += b.matrices.size();
+  st.muon_table.resize(sizeof(MuonHeader) + sizeof(MuonMatrix) * total);
+  MuonHeader h{};
+  h.momentum = hyper.momentum;
+  std::memcpy(st.muon_table.data(), &h, sizeof h);
+  std::size_t at = sizeof h;
+  for (const MuonShapeBatch& b : batches) {
+    std::memcpy(st.muon_table.data() + at, b.matrices.data(), sizeof(MuonMatrix) * b.matrices.size());
+    at += sizeof(MuonMatrix) * b.matrices.size();
+  }
+  char* dev = static_cast<char*>(stage(kPieceMuon, st.muon_table.data(), st.muon_table.size()));
+  if (replaying()) return;
+  at = sizeof h;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    run_shape(st, buffers[static_cast<int>(batches[i].dtype)], batches[i], i, hyper, stats, dev + at, dev);
+    at += sizeof(MuonMatrix) * batches[i].matrices.size();
+  }
+}
+
+void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const MuonShapeBatch& batch, std::size_t index,
+                            const MuonHyper& hyper, const StepStats* stats, const void* dev_mats, const void* dev_header) {
+  if (st.shapes.size() <= index) st.shapes.resize(index + 1);
+  ShapeWork& w = st.shapes[index];
+  if (w.rows != batch.rows || w.cols != batch.cols || w.dtype != batch.dtype || w.count != int(batch.matrices.size())) {
+    w.release();
+    w = make_work(batch);
+  }
+  const auto* mats = static_cast<const MuonMatrix*>(dev_mats);
+  const auto* hdr = static_cast<const MuonHeader*>(dev_header);
+  // Inside a whole-step capture the shape is simply part of that graph.
+  if (!hyper.cuda_graphs || w.fallback || st.mode != CudaStepState::Mode::eager) {
+    enqueue(st, w, buf, hyper, stats, mats, hdr);
+    return;
+  }
+  // A graph bakes in pointers and launch settings: they form its key.
+  int32_t eps_bits = 0;
+  std::memcpy(&eps_bits, &hyper.ns_eps, sizeof eps_bits);
+  const std::vector<const void*> key = {buf.param, buf.grad, buf.momentum, stats, dev_mats, dev_header, st.stream,
+                                        reinterpret_cast<const void*>(intptr_t(hyper.nesterov)),
+                                        reinterpret_cast<const void*>(intptr_t(hyper.ns_steps)),
+                                        reinterpret_cast<const void*>(intptr_t(hyper.ns_schedule)),
+                                        reinterpret_cast<const void*>(intptr_t(eps_bits))};
+  if (w.exec && w.graph_key == key) {
+    cuda_check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(w.exec), st.stream), "cudaGraphLaunch (Newton-Schulz shape)");
+    return;
+  }
+  if (w.exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(w.exec));
+  w.exec = nullptr;
+  if (!w.warm || w.graph_key != key) {  // first call of this shape: eager warm-up
+    enqueue(st, w, buf, hyper, stats, mats, hdr);
+    w.warm = true;
+    w.graph_key = key;
+    return;
+  }
+  cuda_check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture (Newton-Schulz shape)");
+  std::string why;
+  try {
+    if (fail_next_capture_) {
+      fail_next_capture_ = false;
+      // A synchronisation is illegal in a capture: it invalidates it, for real.
+      (void)cudaStreamSynchronize(st.stream);
+    }
+    enqueue(st, w, buf, hyper, stats, mats, hdr);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  cudaGraph_t g = nullptr;
+  cudaError_t rc = cudaStreamEndCapture(st.stream, &g);
+  cudaGraphExec_t exec = nullptr;
+  if (rc == cudaSuccess && why.empty()) rc = cudaGraphInstantiate(&exec, g, 0);
+  if (g) cudaGraphDestroy(g);
+  if (rc != cudaSuccess || !why.empty()) {
+    cudaGetLastError();  // clear the sticky-free capture error before going on
+    w.fallback = true;
+    w.note = why.empty() ? std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc) : why;
+    choices_log_ += "ns " + std::to_string(w.rows) + "x" + std::to_string(w.cols) +
+                    ": graph capture failed, eager from now on (" + w.note + ")\n";
+    enqueue(st, w, buf, hyper, stats, mats, hdr);  // nothing ran in the failed capture
+    return;
+  }
+  w.exec = exec;
+  cuda_check(cudaGraphLaunch(exec, st.stream), "cudaGraphLaunch (Newton-Schulz shape)");
+}
+
+}  // namespace dmuon

@@ -1,0 +1,96 @@
+// Per-optimizer state of the CUDA backend (private to backends/cuda): the
+// stream, the pinned ring that carries each step's scalar tables to the
+// device, workspaces, and the captured graphs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_check.hpp"
+
+namespace dmuon {
+
+// What a step stages for the device, each piece at a fixed device address so
+// that captured kernels read the current values on every replay.
+enum StagedPiece : int { kPieceHeader = 0, kPieceMuon = 1, kPieceAdam = 2, kNumPieces = 3 };
+
+// Scalars of the step that setters change, read by kernels (never baked into
+// a launch or a graph).
+struct StepHeader {
+  double max_norm;
+  float momentum;
+  float pad_;
+};
+
+// A run of one Adam row's elements handled by one block of the fused kernel.
+struct AdamChunk {
+  int32_t row;
+  int32_t pad_;
+  int64_t start;  // element index in the dtype's flat buffers, a multiple of the vector width
+  int64_t count;
+};
+
+// Workspace and graph of one Muon shape batch.
+struct ShapeWork {
+  Dtype dtype = Dtype::fp32;
+  int64_t rows = 0, cols = 0;
+  int count = 0;
+  int blocks_per_matrix = 1;
+  uint16_t *X = nullptr, *Xn = nullptr, *A = nullptr, *B = nullptr;  // bf16, batch-contiguous
+  float* partials = nullptr;                                         // count * blocks_per_matrix
+  bool warm = false;
+  bool fallback = false;     // capture failed once: this shape stays eager
+  std::string note;          // why it fell back
+  std::vector<const void*> graph_key;  // pointers and settings the graph captured
+  void* exec = nullptr;      // cudaGraphExec_t
+  void release() noexcept;
+};
+
+struct CudaStepState {
+  static constexpr int kSlots = 4;
+  cudaStream_t stream = nullptr;
+  cudaStream_t own_stream = nullptr;
+  cudaStream_t side = nullptr;  // uploads of graph steps, outside the capture
+  cublasHandle_t cublas = nullptr;
+  void* cublas_workspace = nullptr;
+  cudaEvent_t slot_done[kSlots] = {};
+  cudaEvent_t main_done = nullptr, uploads_done = nullptr;
+  int slot = 0;
+  struct Piece {
+    void* dev = nullptr;
+    std::size_t bytes = 0;
+    void* host[kSlots] = {};
+  } pieces[kNumPieces];
+  std::vector<char> muon_table;  // host assembly of the Muon piece, reused
+
+  double* sumsq_partials = nullptr;
+  // Adam: chunk lists per dtype, built at the first step.
+  AdamChunk* chunks[kNumDtypes] = {};
+  AdamChunk* chunks_host = nullptr;  // pinned source of their upload
+  int num_chunks[kNumDtypes] = {};
+  int adam_rows = -1;
+
+  std::vector<ShapeWork> shapes;
+
+  enum class Mode { eager, capture, replay } mode = Mode::eager;
+  bool step_graph_wanted = false;
+  bool step_graph_disabled = false;
+  bool warm = false;
+  uint64_t structure = 0;
+  void* step_graph = nullptr;  // cudaGraph_t
+  void* step_exec = nullptr;   // cudaGraphExec_t
+  long replays = 0;
+  std::string step_note;
+
+  explicit CudaStepState(int device);
+  ~CudaStepState();
+  void drop_step_graph() noexcept;
+  void drop_shape_graphs() noexcept;
+  cudaStream_t upload_stream() const { return mode == Mode::eager ? stream : side; }
+};
+
+constexpr int kSumsqBlocks = 264;  // two per H100/H200 SM; fixed, so the reduction order is fixed
+constexpr int kThreads = 256;
+
+}  // namespace dmuon
