@@ -109,6 +109,16 @@ class Backend {
   }
   virtual void end_step(const StepStats* key, bool ok) { (void)key, (void)ok; }
 
+  // Deadline for each collective above, in ms (0: wait forever); the
+  // optimizer sets it from options.collective_timeout_ms before each step, as
+  // optimizers sharing a backend may differ. A collective that misses it
+  // throws DMUON_ERR_TIMEOUT (DMUON_ERR_PEER_FAILED when the transport reports
+  // a dead rank), and from then on every collective of this backend fails at
+  // once with that status: the communicator holds an abandoned operation.
+  // CPU: MPI non-blocking collectives and a test loop; CUDA: NCCL's async
+  // error query and ncclCommAbort. The default ignores it (blocking collectives).
+  virtual void set_collective_timeout(int milliseconds) { (void)milliseconds; }
+
   // Per-shape kernel choices the backend made (for example the symmetric
   // product of Newton-Schulz), as text that checkpoints store beside the plan.
   virtual std::string kernel_choices() const { return ""; }

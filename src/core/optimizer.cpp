@@ -183,6 +183,7 @@ void Optimizer::step() {
     const uint64_t words[2] = {p.has_grad ? 1u : 0u, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.external_grad))};
     for (uint64_t w : words) structure = (structure ^ w) * 1099511628211ull;
   }
+  b.set_collective_timeout(options_.collective_timeout_ms);
   b.begin_step(stats_, options_, structure);
   struct StepBracket {  // closes the step when a call below throws
     Backend& b;
