@@ -1,0 +1,179 @@
+/* The scientist's loop: simulate, harvest training pairs, train the
+ * surrogate with dmuon, log, checkpoint, restart. */
+#include "surrogate.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <dmuon/dmuon.h>
+
+#include "burgers.h"
+#include "mlp.h"
+#include "rng.h"
+
+/* Report a failed dmuon call (every rank that sees it) and leave. */
+#define CHECK(call)                                                                                         \
+  do {                                                                                                      \
+    const int rc_ = (call);                                                                                 \
+    if (rc_ != DMUON_SUCCESS) {                                                                             \
+      fprintf(stderr, "%s failed: %s: %s\n", #call, dmuon_error_string(rc_), dmuon_context_last_error(ctx)); \
+      goto done;                                                                                            \
+    }                                                                                                       \
+  } while (0)
+
+/* Training pairs of this rank: windows of u around random local points at
+ * the current time, and the solver's du/dt there over the next `horizon`
+ * steps. Advances the simulation by `horizon` steps. */
+static int harvest_pairs(burgers *sim, const surrogate_config *cfg, int rank, int step, float *x, float *t) {
+  const int width = 2 * cfg->stencil + 1, n = sim->n_local + 2 * sim->halo;
+  double *before = malloc(sizeof(double) * (size_t)n);
+  int64_t s = rng_seed(cfg->seed, 2 + rank, step);
+  int *points = malloc(sizeof(int) * (size_t)cfg->batch);
+  if (!before || !points || burgers_exchange(sim)) return 1;
+  memcpy(before, sim->u, sizeof(double) * (size_t)n);
+  for (int k = 0; k < cfg->batch; ++k) {
+    points[k] = (int)(rng_uniform(&s) * sim->n_local);
+    for (int j = 0; j < width; ++j) x[k * width + j] = (float)before[sim->halo + points[k] - cfg->stencil + j];
+  }
+  const int rc = burgers_advance(sim, cfg->horizon);
+  for (int k = 0; k < cfg->batch; ++k) {
+    const int i = sim->halo + points[k];
+    t[k] = (float)((sim->u[i] - before[i]) / (cfg->horizon * sim->dt));
+  }
+  free(before);
+  free(points);
+  return rc;
+}
+
+/* Puts the simulation where it was before training step `step`: the data
+ * depend only on the step, so a restarted run sees what the first run saw. */
+static int replay_simulation(burgers *sim, const surrogate_config *cfg, int step) {
+  burgers_set_initial(sim, cfg->seed, step / cfg->episode);
+  return burgers_advance(sim, (step % cfg->episode) * cfg->horizon);
+}
+
+static void make_dir(const char *dir) {
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) perror(dir);
+}
+
+int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
+  int rank = 0, size = 1, status = 1, start = 0;
+  const int use_muon = strcmp(cfg->optimizer, "muon") == 0;
+  dmuon_context_t ctx = NULL;
+  dmuon_optimizer_t opt = NULL;
+  burgers sim;
+  mlp net = {0};
+  float *x = NULL, *t = NULL;
+  FILE *csv = NULL;
+  memset(&sim, 0, sizeof sim);
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (!use_muon && strcmp(cfg->optimizer, "adam") != 0) {
+    if (rank == 0) fprintf(stderr, "optimizer must be muon or adam, not '%s'\n", cfg->optimizer);
+    return 1;
+  }
+  if (cfg->episode < 1 || cfg->batch < 1 || cfg->log_every < 1 || cfg->horizon < 1) {
+    if (rank == 0) fprintf(stderr, "episode, batch, log_every and horizon must be >= 1\n");
+    return 1;
+  }
+  if (burgers_init(&sim, comm, cfg->nx, cfg->viscosity, cfg->stencil > 1 ? cfg->stencil : 1)) {
+    if (rank == 0) fprintf(stderr, "nx=%d is too small for %d ranks with stencil %d\n", cfg->nx, size, cfg->stencil);
+    burgers_free(&sim);
+    return 1;
+  }
+
+  CHECK(dmuon_context_create(comm, cfg->backend, &ctx));
+  dmuon_options_t o = DMUON_OPTIONS_INIT;
+  o.muon_lr = cfg->muon_lr;
+  o.adam_lr = cfg->adam_lr;
+  o.muon_weight_decay = o.adam_weight_decay = cfg->weight_decay;
+  o.max_grad_norm = cfg->max_grad_norm;
+  CHECK(dmuon_optimizer_create(ctx, &o, &opt));
+  CHECK(mlp_register(&net, opt, 2 * cfg->stencil + 1, cfg->hidden, cfg->layers, use_muon));
+  CHECK(dmuon_optimizer_finalize(opt));
+  CHECK(mlp_bind(&net, opt, cfg->batch));
+  mlp_init(&net, cfg->seed);
+  /* SIGUSR1 (sent by SLURM before the time limit) asks for checkpoint-and-exit. */
+  CHECK(dmuon_install_signal_handler(ctx, SIGUSR1));
+  CHECK(dmuon_install_signal_handler(ctx, SIGTERM));
+
+  if (cfg->restart) {
+    int64_t restored = 0;
+    const int rc = dmuon_checkpoint_restore(opt, cfg->checkpoint_dir, &restored);
+    if (rc == DMUON_SUCCESS) {
+      start = (int)restored;
+      if (rank == 0) printf("restored %s at step %d\n", cfg->checkpoint_dir, start);
+    } else if (rc != DMUON_ERR_NOT_FOUND) {
+      CHECK(rc);
+    }
+  }
+  if (replay_simulation(&sim, cfg, start)) goto done;
+  CHECK(dmuon_checkpoint_set_attribute(opt, "example", "burgers_surrogate"));
+  CHECK(dmuon_checkpoint_set_attribute(opt, "optimizer", cfg->optimizer));
+  if (rank == 0) {
+    make_dir(cfg->checkpoint_dir);
+    csv = fopen(cfg->loss_csv, start > 0 ? "a" : "w");
+    if (!csv) perror(cfg->loss_csv);
+    else if (start == 0) fprintf(csv, "step,loss,seconds\n");
+    char backend[16] = "?";
+    dmuon_context_backend(ctx, backend, sizeof backend);
+    printf("burgers surrogate: %d ranks, backend %s, optimizer %s, nx %d, MLP %d-%dx%d-1, batch %d per rank\n",
+           size, backend, use_muon ? "muon+adam" : "adam", cfg->nx, 2 * cfg->stencil + 1, cfg->layers,
+           cfg->hidden, cfg->batch);
+  }
+
+  const int width = 2 * cfg->stencil + 1;
+  x = malloc(sizeof(float) * (size_t)cfg->batch * (size_t)width);
+  t = malloc(sizeof(float) * (size_t)cfg->batch);
+  if (!x || !t) goto done;
+  double loss_sum = 0, t0 = MPI_Wtime(), t_log = t0;
+  int since_log = 0;
+  for (int step = start; step < cfg->steps; ++step) {
+    if (step > start && step % cfg->episode == 0) burgers_set_initial(&sim, cfg->seed, step / cfg->episode);
+    if (harvest_pairs(&sim, cfg, rank, step, x, t)) goto done;
+    loss_sum += mlp_train_batch(&net, x, t);
+    ++since_log;
+    CHECK(dmuon_step(opt));
+    const int done_steps = step + 1;
+
+    if (done_steps % cfg->log_every == 0 || done_steps == cfg->steps) {
+      double global = 0;
+      MPI_Allreduce(&loss_sum, &global, 1, MPI_DOUBLE, MPI_SUM, comm);
+      global /= (double)size * since_log;
+      const double now = MPI_Wtime();
+      if (rank == 0) {
+        printf("step %6d  loss %.4e  steps/s %8.1f\n", done_steps, global, since_log / (now - t_log));
+        fflush(stdout);
+        if (csv) fprintf(csv, "%d,%.6e,%.3f\n", done_steps, global, now - t0);
+      }
+      loss_sum = 0;
+      since_log = 0;
+      t_log = now;
+    }
+    int requested = 0;
+    CHECK(dmuon_checkpoint_requested(ctx, &requested));
+    if (requested || (cfg->checkpoint_every > 0 && done_steps % cfg->checkpoint_every == 0)) {
+      if (csv) fflush(csv);
+      CHECK(dmuon_checkpoint_save(opt, cfg->checkpoint_dir, done_steps, NULL));
+      if (rank == 0) printf("checkpoint at step %d in %s\n", done_steps, cfg->checkpoint_dir);
+      if (requested) {
+        if (rank == 0) printf("checkpoint requested by a signal: exiting; rerun to continue\n");
+        break;
+      }
+    }
+  }
+  status = 0;
+done:
+  if (csv) fclose(csv);
+  free(x);
+  free(t);
+  mlp_free(&net);
+  burgers_free(&sim);
+  dmuon_optimizer_destroy(&opt);
+  dmuon_context_destroy(&ctx);
+  return status;
+}

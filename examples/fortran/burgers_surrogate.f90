@@ -1,0 +1,166 @@
+! The Burgers surrogate example in Fortran: the same simulation, model,
+! config file and checkpoints as the C example (examples/c), written the way
+! a Fortran code would. Run: mpirun -n 2 burgers_surrogate_f --config=surrogate.cfg
+program burgers_surrogate
+  use, intrinsic :: iso_c_binding, only: c_float, c_int, c_char, c_null_char, c_int64_t
+  use mpi_f08
+  use dmuon
+  use example_config
+  use burgers_sim
+  use mlp_model
+  implicit none
+
+  integer, parameter :: SIGUSR1 = 10, SIGTERM = 15  ! Linux numbering
+  type(surrogate_config) :: cfg
+  type(dmuon_context) :: ctx
+  type(dmuon_optimizer) :: opt
+  type(dmuon_options) :: options
+  type(burgers) :: sim
+  type(mlp) :: net
+  character(len=1024) :: error
+  character(len=16) :: backend
+  real(c_float), allocatable :: x(:, :), t(:)
+  double precision :: loss_sum, global, t0, t_log, now
+  integer(c_int64_t) :: restored
+  integer :: rank, nranks, start, step, done_steps, since_log, ierr, csv, width
+  logical :: ok, use_muon, requested
+
+  interface
+    ! POSIX mkdir, for the checkpoint directory (an existing one is fine)
+    integer(c_int) function c_mkdir(path, mode) bind(C, name="mkdir")
+      import :: c_int, c_char
+      character(kind=c_char), intent(in) :: path(*)
+      integer(c_int), value :: mode
+    end function c_mkdir
+  end interface
+
+  call MPI_Init()
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank)
+  call MPI_Comm_size(MPI_COMM_WORLD, nranks)
+  call read_config(cfg, error)
+  if (error /= "") then
+    if (rank == 0) write (*, '(a)') "burgers_surrogate_f: "//trim(error)
+    call MPI_Finalize()
+    stop 2
+  end if
+  use_muon = cfg%optimizer == "muon"
+  call burgers_init(sim, MPI_COMM_WORLD, cfg%nx, cfg%viscosity, max(cfg%stencil, 1), ok)
+  if (.not. ok .or. .not. (use_muon .or. cfg%optimizer == "adam")) then
+    if (rank == 0) write (*, '(a)') "burgers_surrogate_f: bad nx/stencil for this rank count, or bad optimizer"
+    call MPI_Finalize()
+    stop 2
+  end if
+
+  ! Every dmuon call below stops the program with dmuon's message if it fails
+  ! (no ierr argument), except where a failure is an expected answer.
+  call dmuon_context_create(MPI_COMM_WORLD, cfg%backend, ctx)
+  options%muon_lr = cfg%muon_lr
+  options%adam_lr = cfg%adam_lr
+  options%muon_weight_decay = cfg%weight_decay
+  options%adam_weight_decay = cfg%weight_decay
+  options%max_grad_norm = cfg%max_grad_norm
+  call dmuon_optimizer_create(ctx, opt, options)
+  width = 2 * cfg%stencil + 1
+  call mlp_register(net, opt, width, cfg%hidden, cfg%layers, use_muon)
+  call dmuon_optimizer_finalize(opt)
+  call mlp_bind(net, opt, cfg%batch)
+  call mlp_init(net, cfg%seed)
+  call dmuon_install_signal_handler(ctx, SIGUSR1)
+  call dmuon_install_signal_handler(ctx, SIGTERM)
+
+  start = 0
+  if (cfg%restart /= 0) then
+    call dmuon_checkpoint_restore(opt, cfg%checkpoint_dir, restored, ierr)
+    if (ierr == DMUON_SUCCESS) then
+      start = int(restored)
+      if (rank == 0) write (*, '("restored ",a," at step ",i0)') trim(cfg%checkpoint_dir), start
+    else if (ierr /= DMUON_ERR_NOT_FOUND) then
+      write (*, '(a)') "dmuon_checkpoint_restore: "//dmuon_context_last_error(ctx)
+      error stop 1
+    end if
+  end if
+  ! The data depend only on the step: replay the simulation up to `start`.
+  call burgers_set_initial(sim, cfg%seed, start / cfg%episode)
+  call burgers_advance(sim, mod(start, cfg%episode) * cfg%horizon)
+  call dmuon_checkpoint_set_attribute(opt, "example", "burgers_surrogate")
+  call dmuon_checkpoint_set_attribute(opt, "optimizer", cfg%optimizer)
+
+  if (rank == 0) then
+    ierr = c_mkdir(trim(cfg%checkpoint_dir)//c_null_char, int(o'755', c_int))
+    if (start > 0) then
+      open (newunit=csv, file=cfg%loss_csv, position="append", action="write")
+    else
+      open (newunit=csv, file=cfg%loss_csv, status="replace", action="write")
+      write (csv, '(a)') "step,loss,seconds"
+    end if
+    call dmuon_context_backend(ctx, backend)
+    write (*, '("burgers surrogate (Fortran): ",i0," ranks, backend ",a,", optimizer ",a,", nx ",i0)') &
+      nranks, trim(backend), trim(cfg%optimizer), cfg%nx
+  end if
+
+  allocate (x(cfg%batch, width), t(cfg%batch))
+  loss_sum = 0
+  since_log = 0
+  t0 = MPI_Wtime()
+  t_log = t0
+  do step = start, cfg%steps - 1
+    if (step > start .and. mod(step, cfg%episode) == 0) call burgers_set_initial(sim, cfg%seed, step / cfg%episode)
+    call harvest_pairs(step)
+    loss_sum = loss_sum + mlp_train_batch(net, x, t)
+    since_log = since_log + 1
+    call dmuon_step(opt)
+    done_steps = step + 1
+
+    if (mod(done_steps, cfg%log_every) == 0 .or. done_steps == cfg%steps) then
+      call MPI_Allreduce(loss_sum, global, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+      global = global / (dble(nranks) * since_log)
+      now = MPI_Wtime()
+      if (rank == 0) then
+        write (*, '("step ",i6,"  loss ",es11.4,"  steps/s ",f8.1)') done_steps, global, since_log / (now - t_log)
+        write (csv, '(i0,",",es13.6,",",f0.3)') done_steps, global, now - t0
+        flush (6)
+      end if
+      loss_sum = 0
+      since_log = 0
+      t_log = now
+    end if
+    call dmuon_checkpoint_requested(ctx, requested)
+    if (requested .or. (cfg%checkpoint_every > 0 .and. mod(done_steps, max(cfg%checkpoint_every, 1)) == 0)) then
+      if (rank == 0) flush (csv)
+      call dmuon_checkpoint_save(opt, cfg%checkpoint_dir, int(done_steps, c_int64_t))
+      if (rank == 0) write (*, '("checkpoint at step ",i0," in ",a)') done_steps, trim(cfg%checkpoint_dir)
+      if (requested) then
+        if (rank == 0) write (*, '(a)') "checkpoint requested by a signal: exiting; rerun to continue"
+        exit
+      end if
+    end if
+  end do
+
+  if (rank == 0) close (csv)
+  ! Main-program variables are never finalized: destroy explicitly, before MPI_Finalize.
+  call dmuon_optimizer_destroy(opt)
+  call dmuon_context_destroy(ctx)
+  call MPI_Finalize()
+
+contains
+
+  !> Training pairs of this rank (see the C example's harvest_pairs).
+  subroutine harvest_pairs(step)
+    integer, intent(in) :: step
+    double precision, allocatable :: before(:)
+    integer, allocatable :: points(:)
+    integer(8) :: s
+    integer :: k
+    call burgers_exchange(sim)
+    before = sim%u
+    s = rng_seed(cfg%seed, 2 + rank, step)
+    allocate (points(cfg%batch))
+    do k = 1, cfg%batch
+      points(k) = int(rng_uniform(s) * sim%n_local) + 1
+      x(k, :) = real(before(points(k) - cfg%stencil:points(k) + cfg%stencil), c_float)
+    end do
+    call burgers_advance(sim, cfg%horizon)
+    t = real((sim%u(points) - before(points)) / (cfg%horizon * sim%dt), c_float)
+  end subroutine harvest_pairs
+
+end program burgers_surrogate

@@ -1,0 +1,116 @@
+! The MLP of the C example (tanh hidden layers, linear output), written the
+! Fortran way: activations batch-first a(batch, width), weights viewed from
+! dmuon's storage as w(n_in, n_out), so a layer is matmul(a, w). Registered
+! with Fortran shape [n_in, n_out], each weight is the C example's
+! [n_out, n_in] matrix: the same model, the same checkpoints.
+module mlp_model
+  use, intrinsic :: iso_c_binding, only: c_float, c_double
+  use dmuon
+  implicit none
+  private
+
+  type :: layer
+    integer :: id_w, id_b
+    real(c_float), pointer :: w(:, :) => null(), gw(:, :) => null(), b(:) => null(), gb(:) => null()
+    real(c_float), allocatable :: a(:, :)  ! the layer's input activations (batch, n_in)
+  end type layer
+
+  type, public :: mlp
+    integer :: n_linear, batch
+    integer, allocatable :: dims(:)  ! dims(0:n_linear): n_in, hidden..., 1
+    type(layer), allocatable :: layers(:)
+  end type mlp
+
+  public :: mlp_register, mlp_bind, mlp_init, mlp_train_batch
+
+contains
+
+  !> Muon on the hidden-to-hidden weights (with use_muon), AdamW on the rest.
+  subroutine mlp_register(m, opt, n_in, hidden, n_hidden, use_muon)
+    type(mlp), intent(out) :: m
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(in) :: n_in, hidden, n_hidden
+    logical, intent(in) :: use_muon
+    integer :: l, kind
+    character(len=32) :: name
+    m%n_linear = n_hidden + 1
+    allocate (m%dims(0:m%n_linear), m%layers(m%n_linear))
+    m%dims = hidden
+    m%dims(0) = n_in
+    m%dims(m%n_linear) = 1
+    do l = 1, m%n_linear
+      kind = DMUON_KIND_ADAM
+      if (use_muon .and. l > 1 .and. l < m%n_linear) kind = DMUON_KIND_MUON
+      ! names as in the C example, which counts layers from 0
+      write (name, '("layer",i0,".weight")') l - 1
+      call dmuon_register(opt, name, kind, DMUON_DTYPE_FP32, [m%dims(l - 1), m%dims(l)], m%layers(l)%id_w)
+      write (name, '("layer",i0,".bias")') l - 1
+      call dmuon_register(opt, name, DMUON_KIND_ADAM, DMUON_DTYPE_FP32, [m%dims(l)], m%layers(l)%id_b, &
+                          wd_mul=0d0)
+    end do
+  end subroutine mlp_register
+
+  !> After dmuon_optimizer_finalize: the views, and the activation storage.
+  subroutine mlp_bind(m, opt, batch)
+    type(mlp), intent(inout) :: m
+    type(dmuon_optimizer), intent(in) :: opt
+    integer, intent(in) :: batch
+    integer :: l
+    m%batch = batch
+    do l = 1, m%n_linear
+      call dmuon_param_view(opt, m%layers(l)%id_w, m%layers(l)%w, m%layers(l)%gw)
+      call dmuon_param_view(opt, m%layers(l)%id_b, m%layers(l)%b, m%layers(l)%gb)
+      allocate (m%layers(l)%a(batch, m%dims(l - 1)))
+    end do
+  end subroutine mlp_bind
+
+  !> Uniform(-1/sqrt(n_in), 1/sqrt(n_in)) weights in the C example's order, zero biases.
+  subroutine mlp_init(m, seed)
+    use burgers_sim, only: rng_seed, rng_uniform
+    type(mlp), intent(inout) :: m
+    integer, intent(in) :: seed
+    integer(8) :: s
+    integer :: l, i, o
+    double precision :: bound
+    do l = 1, m%n_linear
+      bound = 1d0 / sqrt(dble(m%dims(l - 1)))
+      s = rng_seed(seed, 1, l - 1)
+      do o = 1, m%dims(l)
+        do i = 1, m%dims(l - 1)
+          m%layers(l)%w(i, o) = real((2d0 * rng_uniform(s) - 1d0) * bound, c_float)
+        end do
+      end do
+      m%layers(l)%b = 0
+    end do
+  end subroutine mlp_init
+
+  !> Forward and backward of the mean squared error over x(batch, n_in)
+  !> against t(batch); writes dmuon's gradient views, returns the loss.
+  function mlp_train_batch(m, x, t) result(loss)
+    type(mlp), intent(inout) :: m
+    real(c_float), intent(in) :: x(:, :), t(:)
+    double precision :: loss
+    real(c_float), allocatable :: z(:, :), delta(:, :)
+    integer :: l, s, L_last
+    L_last = m%n_linear
+    m%layers(1)%a = x
+    do l = 1, L_last
+      z = matmul(m%layers(l)%a, m%layers(l)%w)
+      do s = 1, m%batch
+        z(s, :) = z(s, :) + m%layers(l)%b
+      end do
+      if (l < L_last) m%layers(l + 1)%a = tanh(z)
+    end do
+    ! z is now the output (batch, 1)
+    loss = sum((dble(z(:, 1)) - dble(t))**2) / m%batch
+    allocate (delta(m%batch, 1))
+    delta(:, 1) = real(2d0 * (dble(z(:, 1)) - dble(t)) / m%batch, c_float)
+    do l = L_last, 1, -1
+      m%layers(l)%gw = matmul(transpose(m%layers(l)%a), delta)
+      m%layers(l)%gb = sum(delta, dim=1)
+      if (l == 1) exit
+      delta = matmul(delta, transpose(m%layers(l)%w)) * (1 - m%layers(l)%a**2)
+    end do
+  end function mlp_train_batch
+
+end module mlp_model
