@@ -1,0 +1,312 @@
+#include "format.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "crc32c.hpp"
+#include "h5_util.hpp"
+
+namespace dmuon::ckpt {
+
+const char* buffer_name(Buffer b) {
+  switch (b) {
+    case Buffer::param: return "param";
+    case Buffer::momentum: return "momentum";
+    case Buffer::exp_avg: return "exp_avg";
+    default: return "exp_avg_sq";
+  }
+}
+
+std::string dataset_path(Kind k, Dtype d, Buffer b) {
+  return std::string("/") + kind_name(k) + "/" + dtype_name(d) + "/" + buffer_name(b);
+}
+
+bool stored_as_bf16(Dtype d, Buffer b) { return d == Dtype::bf16 && b == Buffer::param; }
+hid_t file_type(Dtype d, Buffer b) { return stored_as_bf16(d, b) ? H5T_STD_U16LE : H5T_IEEE_F32LE; }
+std::size_t element_size(Dtype d, Buffer b) { return stored_as_bf16(d, b) ? 2 : 4; }
+
+// ------------------------------------------------------------------ index
+namespace {
+struct Field {
+  const char* name;
+  std::size_t offset;
+};
+void put(unsigned char* p, const void* v, std::size_t n) { std::memcpy(p, v, n); }
+void get(const unsigned char* p, void* v, std::size_t n) { std::memcpy(v, p, n); }
+}  // namespace
+
+hid_t index_file_type() {
+  H5Id name = h5_type(H5Tcopy(H5T_C_S1), DMUON_ERR_IO, "cannot create the index name type");
+  H5Tset_size(name, kIndexNameBytes);
+  H5Tset_strpad(name, H5T_STR_NULLPAD);
+  H5Tset_cset(name, H5T_CSET_UTF8);
+  const hsize_t dims[1] = {kMaxDims};
+  H5Id shape = h5_type(H5Tarray_create2(H5T_STD_I64LE, 1, dims), DMUON_ERR_IO, "cannot create the shape type");
+  const hid_t t = H5Tcreate(H5T_COMPOUND, kIndexRowBytes);
+  h5_require(t >= 0, DMUON_ERR_IO, "cannot create the index type");
+  H5Tinsert(t, "name", 0, name);
+  H5Tinsert(t, "kind", 256, H5T_STD_I32LE);
+  H5Tinsert(t, "dtype", 260, H5T_STD_I32LE);
+  H5Tinsert(t, "ndim", 264, H5T_STD_I32LE);
+  H5Tinsert(t, "owner", 268, H5T_STD_I32LE);
+  H5Tinsert(t, "shape", 272, shape);
+  H5Tinsert(t, "numel", 336, H5T_STD_I64LE);
+  H5Tinsert(t, "offset", 344, H5T_STD_I64LE);
+  H5Tinsert(t, "lr_mul", 352, H5T_IEEE_F64LE);
+  H5Tinsert(t, "wd_mul", 360, H5T_IEEE_F64LE);
+  return t;
+}
+
+// Field offsets above and below are one table in two directions; the format
+// is little-endian and so are the hosts dmuon supports (checked at build time).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the checkpoint code assumes a little-endian host");
+
+std::vector<unsigned char> pack_index(const std::vector<IndexRow>& rows) {
+  std::vector<unsigned char> out(rows.size() * kIndexRowBytes, 0);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    unsigned char* p = out.data() + i * kIndexRowBytes;
+    const IndexRow& r = rows[i];
+    put(p, r.name.data(), std::min(r.name.size(), kIndexNameBytes));
+    put(p + 256, &r.kind, 4);
+    put(p + 260, &r.dtype, 4);
+    put(p + 264, &r.ndim, 4);
+    put(p + 268, &r.owner, 4);
+    put(p + 272, r.shape.data(), 8 * kMaxDims);
+    put(p + 336, &r.numel, 8);
+    put(p + 344, &r.offset, 8);
+    put(p + 352, &r.lr_mul, 8);
+    put(p + 360, &r.wd_mul, 8);
+  }
+  return out;
+}
+
+std::vector<IndexRow> unpack_index(const std::vector<unsigned char>& bytes) {
+  std::vector<IndexRow> rows(bytes.size() / kIndexRowBytes);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const unsigned char* p = bytes.data() + i * kIndexRowBytes;
+    IndexRow& r = rows[i];
+    const char* name = reinterpret_cast<const char*>(p);
+    r.name.assign(name, strnlen(name, kIndexNameBytes));
+    get(p + 256, &r.kind, 4);
+    get(p + 260, &r.dtype, 4);
+    get(p + 264, &r.ndim, 4);
+    get(p + 268, &r.owner, 4);
+    get(p + 272, r.shape.data(), 8 * kMaxDims);
+    get(p + 336, &r.numel, 8);
+    get(p + 344, &r.offset, 8);
+    get(p + 352, &r.lr_mul, 8);
+    get(p + 360, &r.wd_mul, 8);
+  }
+  return rows;
+}
+
+// ------------------------------------------------------------------ layout
+Canonical canonical_layout(const std::vector<ParamRecord>& params) {
+  Canonical c;
+  c.offset.resize(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const ParamRecord& p = params[i];
+    auto& total = (p.kind == Kind::muon ? c.muon_total : c.adam_total)[static_cast<std::size_t>(p.dtype)];
+    c.offset[i] = total;
+    total += p.numel;
+    if (p.kind == Kind::adam) c.adam_params.push_back(static_cast<int>(i));
+  }
+  return c;
+}
+
+std::vector<IndexRow> index_rows(const std::vector<ParamRecord>& params, const Canonical& c) {
+  std::vector<IndexRow> rows(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const ParamRecord& p = params[i];
+    IndexRow& r = rows[i];
+    r.name = p.name;
+    r.kind = static_cast<int32_t>(p.kind);
+    r.dtype = static_cast<int32_t>(p.dtype);
+    r.ndim = static_cast<int32_t>(p.shape.size());
+    r.owner = p.owner;
+    std::copy(p.shape.begin(), p.shape.end(), r.shape.begin());
+    r.numel = p.numel;
+    r.offset = c.offset[i];
+    r.lr_mul = p.lr_mul;
+    r.wd_mul = p.wd_mul;
+  }
+  return rows;
+}
+
+std::pair<int64_t, int64_t> even_share(int64_t total, int rank, int world) {
+  // 128-bit products: total * rank may not fit 64 bits for huge models.
+  const auto at = [&](int r) {
+    return static_cast<int64_t>(static_cast<__int128>(total) * r / world);
+  };
+  return {at(rank), at(rank + 1)};
+}
+
+std::vector<Piece> muon_pieces(const std::vector<ParamRecord>& params, const Canonical& c, Dtype d, int rank,
+                               int64_t segment_elements, bool momentum) {
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const ParamRecord& p = params[i];
+    if (p.kind != Kind::muon || p.dtype != d || p.owner != rank) continue;
+    const int64_t mem = momentum ? p.offset - static_cast<int64_t>(rank) * segment_elements : p.offset;
+    pieces.push_back({c.offset[i], mem, p.numel});
+  }
+  return pieces;
+}
+
+std::vector<Piece> adam_pieces(const std::vector<ParamRecord>& params, const Canonical& c, Dtype d, int rank,
+                               int world) {
+  const auto [first, last] = even_share(c.adam_total[static_cast<std::size_t>(d)], rank, world);
+  std::vector<Piece> pieces;
+  for (int id : c.adam_params) {
+    const ParamRecord& p = params[static_cast<std::size_t>(id)];
+    if (p.dtype != d) continue;
+    const int64_t lo = std::max(first, c.offset[static_cast<std::size_t>(id)]);
+    const int64_t hi = std::min(last, c.offset[static_cast<std::size_t>(id)] + p.numel);
+    if (lo < hi) pieces.push_back({lo, p.offset + (lo - c.offset[static_cast<std::size_t>(id)]), hi - lo});
+  }
+  return pieces;
+}
+
+// ------------------------------------------------------------------ metadata
+namespace {
+struct OptionField {
+  const char* name;
+  bool is_int;
+  std::size_t offset;
+};
+#define DMUON_OPT_F(field) {#field, false, offsetof(dmuon_options_t, field)}
+#define DMUON_OPT_I(field) {#field, true, offsetof(dmuon_options_t, field)}
+// Stored in this order; the order is part of the metadata checksum.
+const OptionField kOptionFields[] = {
+    DMUON_OPT_F(adam_lr),       DMUON_OPT_F(adam_beta1),        DMUON_OPT_F(adam_beta2),
+    DMUON_OPT_F(adam_eps),      DMUON_OPT_F(adam_weight_decay), DMUON_OPT_F(muon_lr),
+    DMUON_OPT_F(muon_momentum), DMUON_OPT_I(muon_nesterov),     DMUON_OPT_I(muon_ns_steps),
+    DMUON_OPT_I(muon_ns_schedule), DMUON_OPT_I(muon_scale),     DMUON_OPT_F(muon_ns_eps),
+    DMUON_OPT_F(muon_weight_decay), DMUON_OPT_F(max_grad_norm), DMUON_OPT_I(skip_nonfinite),
+    DMUON_OPT_I(cuda_graphs),   DMUON_OPT_I(collective_timeout_ms), DMUON_OPT_I(cuda_step_graph),
+};
+#undef DMUON_OPT_F
+#undef DMUON_OPT_I
+
+double& f64_field(dmuon_options_t& o, const OptionField& f) {
+  return *reinterpret_cast<double*>(reinterpret_cast<char*>(&o) + f.offset);
+}
+int& int_field(dmuon_options_t& o, const OptionField& f) {
+  return *reinterpret_cast<int*>(reinterpret_cast<char*>(&o) + f.offset);
+}
+
+// key '=' value '\n' with numbers in decimal and doubles as their IEEE-754
+// bit pattern (exact, and the same in every language).
+void append(std::string& s, const std::string& key, const std::string& value) {
+  s += key;
+  s += '=';
+  s += value;
+  s += '\n';
+}
+std::string bits(double v) {
+  uint64_t u;
+  std::memcpy(&u, &v, 8);
+  return std::to_string(u);
+}
+}  // namespace
+
+void apply_restored_options(dmuon_options_t& into, const dmuon_options_t& saved) {
+  for (const OptionField& f : kOptionFields) {
+    const std::string n = f.name;
+    if (n.rfind("cuda_", 0) == 0 || n == "collective_timeout_ms") continue;
+    if (f.is_int)
+      int_field(into, f) = int_field(const_cast<dmuon_options_t&>(saved), f);
+    else
+      f64_field(into, f) = f64_field(const_cast<dmuon_options_t&>(saved), f);
+  }
+}
+
+uint32_t metadata_crc(const Metadata& m) {
+  std::string s;
+  append(s, "format", kFormatName);
+  append(s, "format_version", std::to_string(m.format_version));
+  append(s, "library_version", m.library_version);
+  append(s, "user_step", std::to_string(m.user_step));
+  append(s, "optimizer_step", std::to_string(m.optimizer_step));
+  append(s, "world_size", std::to_string(m.world_size));
+  append(s, "model_hash", std::to_string(m.model_hash));
+  append(s, "num_params", std::to_string(m.num_params));
+  append(s, "kernel_choices", m.kernel_choices);
+  dmuon_options_t o = m.options;
+  for (const OptionField& f : kOptionFields)
+    append(s, std::string("hyperparameters/") + f.name,
+           f.is_int ? std::to_string(int_field(o, f)) : bits(f64_field(o, f)));
+  for (const auto& [key, value] : m.user) append(s, "user_attributes/" + key, value);  // std::map: sorted bytes
+  return crc32c(s.data(), s.size());
+}
+
+void write_metadata(hid_t file, const Metadata& m) {
+  write_attr_str(file, "format", kFormatName);
+  write_attr_i64(file, "format_version", m.format_version);
+  write_attr_str(file, "library_version", m.library_version);
+  write_attr_i64(file, "user_step", m.user_step);
+  write_attr_i64(file, "optimizer_step", m.optimizer_step);
+  write_attr_i64(file, "world_size", m.world_size);
+  write_attr_u64(file, "model_hash", m.model_hash);
+  write_attr_i64(file, "num_params", m.num_params);
+  write_attr_str(file, "kernel_choices", m.kernel_choices);
+  write_attr_u32(file, "metadata_crc32c", metadata_crc(m));
+  H5Id hyper = h5_group(H5Gcreate2(file, kHyperGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), DMUON_ERR_IO,
+                        "cannot create /hyperparameters");
+  dmuon_options_t o = m.options;
+  for (const OptionField& f : kOptionFields) {
+    if (f.is_int)
+      write_attr_i64(hyper, f.name, int_field(o, f));
+    else
+      write_attr_f64(hyper, f.name, f64_field(o, f));
+  }
+  H5Id user = h5_group(H5Gcreate2(file, kUserGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), DMUON_ERR_IO,
+                       "cannot create /user_attributes");
+  for (const auto& [key, value] : m.user) write_attr_str(user, key, value);
+}
+
+namespace {
+herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+}  // namespace
+
+Metadata read_metadata(hid_t file) {
+  constexpr int bad = DMUON_ERR_CHECKPOINT_CORRUPT;
+  Metadata m;
+  require(read_attr_str(file, "format", bad) == kFormatName, bad, "not a dmuon checkpoint (attribute 'format')");
+  m.format_version = read_attr_i64(file, "format_version", bad);
+  require(m.format_version >= 1, bad, "format_version " + std::to_string(m.format_version) + " is invalid");
+  require(m.format_version <= kFormatVersion, DMUON_ERR_NOT_SUPPORTED,
+          "checkpoint format version " + std::to_string(m.format_version) + " is newer than this library's (" +
+              std::to_string(kFormatVersion) + ")");
+  m.library_version = read_attr_str(file, "library_version", bad);
+  m.user_step = read_attr_i64(file, "user_step", bad);
+  m.optimizer_step = read_attr_i64(file, "optimizer_step", bad);
+  m.world_size = read_attr_i64(file, "world_size", bad);
+  m.model_hash = read_attr_u64(file, "model_hash", bad);
+  m.num_params = read_attr_i64(file, "num_params", bad);
+  m.kernel_choices = read_attr_str(file, "kernel_choices", bad);
+  H5Id hyper = h5_group(H5Gopen2(file, kHyperGroup, H5P_DEFAULT), bad, "cannot open /hyperparameters");
+  m.options = dmuon_options_t DMUON_OPTIONS_INIT;
+  for (const OptionField& f : kOptionFields) {
+    if (f.is_int)
+      int_field(m.options, f) = static_cast<int>(read_attr_i64(hyper, f.name, bad));
+    else
+      f64_field(m.options, f) = read_attr_f64(hyper, f.name, bad);
+  }
+  H5Id user = h5_group(H5Gopen2(file, kUserGroup, H5P_DEFAULT), bad, "cannot open /user_attributes");
+  std::vector<std::string> keys;
+  hsize_t at = 0;
+  h5_require(H5Aiterate2(user, H5_INDEX_NAME, H5_ITER_INC, &at, collect_attr_name, &keys) >= 0, bad,
+             "cannot list /user_attributes");
+  for (const std::string& k : keys) m.user[k] = read_attr_str(user, k, bad);
+  const uint64_t stored = read_attr_u64(file, "metadata_crc32c", bad);
+  require(stored == metadata_crc(m), bad, "the metadata checksum does not match (an attribute was altered)");
+  return m;
+}
+
+}  // namespace dmuon::ckpt

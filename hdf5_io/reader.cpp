@@ -1,0 +1,348 @@
+// Restore: read and verify everything into host staging first (index against
+// the registered model, every dataset's fletcher32 and CRC-32C, the metadata
+// checksum), agree on the outcome across ranks, and only then replace the
+// optimizer's state. Each rank reads its own Muon matrices (under the plan it
+// will use) and an even share of the Adam buffers; all-gathers complete them.
+#include <algorithm>
+#include <map>
+
+#include "atomic_files.hpp"
+#include "checkpoint.hpp"
+#include "collective.hpp"
+#include "core/error.hpp"
+#include "crc32c.hpp"
+#include "format.hpp"
+#include "h5_util.hpp"
+#include "transfer.hpp"
+
+namespace dmuon::ckpt {
+namespace {
+
+constexpr int kCorrupt = DMUON_ERR_CHECKPOINT_CORRUPT;
+constexpr int kMismatch = DMUON_ERR_CHECKPOINT_MISMATCH;
+
+// Everything a restore commits, verified, in the layout the optimizer will have.
+struct Restored {
+  Metadata meta;
+  dmuon_options_t options{};
+  std::vector<int> owners;  // per Muon parameter, registration order
+  bool replayed = false;
+  Layout layout;
+  std::array<std::vector<char>, kNumDtypes> muon_param;      // full owner-major buffer
+  std::array<std::vector<float>, kNumDtypes> muon_momentum;  // this rank's segment
+  std::array<std::vector<char>, kNumDtypes> adam_param;      // full padded buffer
+  std::array<std::vector<float>, kNumDtypes> adam_m, adam_v;
+  std::vector<int64_t> adam_steps;  // per Adam row
+};
+
+std::string describe_row(const IndexRow& r) {
+  std::string s = "'" + r.name + "' (" + (r.kind == 0 ? "muon" : "adam") + ", " + (r.dtype == 0 ? "fp32" : "bf16") + ", [";
+  for (int i = 0; i < r.ndim; ++i) s += (i ? " x " : "") + std::to_string(r.shape[static_cast<std::size_t>(i)]);
+  return s + "])";
+}
+
+// The index must be internally consistent (else the file is damaged) before
+// it is compared with the model.
+void check_index_structure(const std::vector<IndexRow>& rows, const Metadata& m, Canonical& totals) {
+  require(static_cast<int64_t>(rows.size()) == m.num_params, kCorrupt,
+          "the index has " + std::to_string(rows.size()) + " rows, the file says " + std::to_string(m.num_params));
+  for (const IndexRow& r : rows) {
+    require(r.kind >= 0 && r.kind <= 1 && r.dtype >= 0 && r.dtype <= 1 && r.ndim >= 1 && r.ndim <= kMaxDims, kCorrupt,
+            "index row of '" + r.name + "' is invalid");
+    int64_t n = 1;
+    for (int i = 0; i < r.ndim; ++i) {
+      require(r.shape[static_cast<std::size_t>(i)] > 0, kCorrupt, "index row of '" + r.name + "' has a bad shape");
+      n *= r.shape[static_cast<std::size_t>(i)];
+    }
+    auto& total = (r.kind == 0 ? totals.muon_total : totals.adam_total)[static_cast<std::size_t>(r.dtype)];
+    require(n == r.numel && r.offset == total, kCorrupt, "index row of '" + r.name + "' is inconsistent");
+    total += r.numel;
+  }
+}
+
+// The registered model against the file's index; the first difference names
+// the parameter. Returns, per registered parameter, its index row.
+std::vector<const IndexRow*> match_model(const std::vector<ParamRecord>& params, const std::vector<IndexRow>& rows) {
+  std::map<std::string, const IndexRow*> by_name;
+  for (const IndexRow& r : rows) by_name[r.name] = &r;
+  std::vector<const IndexRow*> match;
+  for (const ParamRecord& p : params) {
+    auto it = by_name.find(p.name);
+    require(it != by_name.end(), kMismatch,
+            "parameter " + p.describe() + " is registered but not in the checkpoint");
+    const IndexRow& r = *it->second;
+    bool same = r.kind == static_cast<int>(p.kind) && r.dtype == static_cast<int>(p.dtype) &&
+                r.ndim == static_cast<int>(p.shape.size());
+    for (std::size_t i = 0; same && i < p.shape.size(); ++i) same = r.shape[i] == p.shape[i];
+    require(same, kMismatch, "parameter '" + p.name + "': the checkpoint has " + describe_row(r) +
+                                 ", the model registered " + p.describe());
+    match.push_back(&r);
+    by_name.erase(it);
+  }
+  require(by_name.empty(), kMismatch,
+          by_name.empty() ? "" : "the checkpoint has parameter " + describe_row(*by_name.begin()->second) +
+                                     " that the model did not register");
+  return match;
+}
+
+DatasetJob job_for(const std::string& path, hid_t type, std::size_t elem, int64_t total, std::vector<Piece> pieces,
+                   void* host, int64_t host_elements) {
+  DatasetJob j;
+  j.path = path;
+  j.file_type = type;
+  j.elem = elem;
+  j.total = total;
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.file < b.file; });
+  j.pieces = merge_pieces(std::move(pieces));
+  j.host = static_cast<char*>(host);
+  j.host_elements = host_elements;
+  return j;
+}
+
+// Read this rank's pieces and verify the whole dataset's CRC collectively.
+void read_verified(MPI_Comm comm, hid_t file, const DatasetJob& job) {
+  uint32_t stored = 0;
+  agreed(comm, [&] { stored = read_pieces(file, job); });
+  const uint32_t crc = combine_crc(comm, crc_pieces(job), job.total * static_cast<int64_t>(job.elem));
+  agreed(comm, [&] {
+    require(crc == stored, kCorrupt, "the checksum of " + job.path + " does not match its data");
+  });
+}
+
+Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
+  const dmuon_context_s& ctx = *opt.context();
+  MPI_Comm comm = ctx.comm;
+  const int rank = ctx.rank, world = ctx.size;
+  const auto& params = opt.registry().all();
+  Restored r;
+
+  agreed(comm, [&] {
+    if (rank == 0) require(path_exists(path), DMUON_ERR_NOT_FOUND, "'" + path + "' does not exist");
+  });
+  H5Id file;
+  agreed(comm, [&] {
+    H5Id fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS), DMUON_ERR_IO, "cannot create a file access list");
+    h5_require(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0, DMUON_ERR_IO, "cannot select MPI-IO");
+    file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), kCorrupt,
+                   "'" + path + "' is not a readable HDF5 file (damaged or truncated)");
+  });
+
+  std::vector<IndexRow> rows;
+  std::vector<const IndexRow*> match;
+  agreed(comm, [&] {
+    r.meta = read_metadata(file);
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(std::max<int64_t>(r.meta.num_params, 0)) * kIndexRowBytes);
+    H5Id type = h5_type(index_file_type(), DMUON_ERR_IO, "cannot build the index type");
+    const DatasetJob index = job_for(kIndexPath, type, kIndexRowBytes, r.meta.num_params,
+                                     {{0, 0, r.meta.num_params}}, bytes.data(), r.meta.num_params);
+    const uint32_t stored = read_pieces(file, index);
+    require(crc32c(bytes.data(), bytes.size()) == stored, kCorrupt, "the checksum of /index does not match");
+    rows = unpack_index(bytes);
+    Canonical totals;
+    check_index_structure(rows, r.meta, totals);
+    match = match_model(params, rows);
+    r.options = opt.options();
+    apply_restored_options(r.options, r.meta.options);
+    try {
+      validate_options(r.options);
+    } catch (const Error& e) {
+      fail(kCorrupt, std::string("the stored hyper-parameters are invalid: ") + e.what());
+    }
+  });
+
+  // The plan: the stored owners on the same world size, else a deterministic re-plan.
+  std::vector<ParamRecord> planned = params;
+  agreed(comm, [&] {
+    r.replayed = r.meta.world_size == world;
+    std::vector<int> owners;
+    if (r.replayed)
+      for (std::size_t i = 0; i < params.size(); ++i)
+        if (params[i].kind == Kind::muon) {
+          const int o = match[i]->owner;
+          require(o >= 0 && o < world, kCorrupt, "the stored owner of '" + params[i].name + "' is out of range");
+          owners.push_back(o);
+        }
+    r.layout = plan_layout(planned, world, owners);
+    r.owners.clear();
+    for (const ParamRecord& p : planned)
+      if (p.kind == Kind::muon) r.owners.push_back(p.owner);
+  });
+
+  // File-side placement of every registered parameter, from the index.
+  Canonical fc;
+  for (const IndexRow& row : rows)
+    (row.kind == 0 ? fc.muon_total : fc.adam_total)[static_cast<std::size_t>(row.dtype)] += row.numel;
+  for (std::size_t i = 0; i < params.size(); ++i) fc.offset.push_back(match[i]->offset);
+
+  for (int di = 0; di < kNumDtypes; ++di) {
+    const Dtype d = static_cast<Dtype>(di);
+    const std::size_t es = dtype_size(d);
+    const int64_t seg = r.layout.muon[static_cast<std::size_t>(di)].segment_elements;
+    if (fc.muon_total[di] > 0) {
+      r.muon_param[di].assign(static_cast<std::size_t>(seg * world) * es, 0);
+      r.muon_momentum[di].assign(static_cast<std::size_t>(seg), 0.f);
+      read_verified(comm, file,
+                    job_for(dataset_path(Kind::muon, d, Buffer::param), file_type(d, Buffer::param), es, fc.muon_total[di],
+                            muon_pieces(planned, fc, d, rank, seg, false), r.muon_param[di].data(), seg * world));
+      read_verified(comm, file,
+                    job_for(dataset_path(Kind::muon, d, Buffer::momentum), file_type(d, Buffer::momentum), 4,
+                            fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, true), r.muon_momentum[di].data(), seg));
+      agreed(comm, [&] { allgather_segments(comm, r.muon_param[di].data(), static_cast<std::size_t>(seg) * es); });
+    }
+    const int64_t total = fc.adam_total[di];
+    if (total > 0) {
+      // Each rank reads its share into a canonical buffer; an all-gather
+      // completes it; then every parameter moves to its padded place.
+      const auto [lo, hi] = even_share(total, rank, world);
+      std::vector<int64_t> counts, displs;
+      for (int q = 0; q < world; ++q) {
+        const auto [a, b] = even_share(total, q, world);
+        displs.push_back(a);
+        counts.push_back(b - a);
+      }
+      const int64_t padded = r.layout.adam_elements[static_cast<std::size_t>(di)];
+      const std::pair<Buffer, std::size_t> bufs[] = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
+      for (const auto& [b, size] : bufs) {
+        std::vector<char> canon(static_cast<std::size_t>(total) * size);
+        read_verified(comm, file,
+                      job_for(dataset_path(Kind::adam, d, b), file_type(d, b), size, total, {{lo, lo, hi - lo}},
+                              canon.data(), total));
+        agreed(comm, [&] {
+          std::vector<int64_t> c(counts), o(displs);
+          for (auto& x : c) x *= static_cast<int64_t>(size);
+          for (auto& x : o) x *= static_cast<int64_t>(size);
+          allgatherv_bytes(comm, canon.data(), c, o);
+        });
+        std::vector<char> image(static_cast<std::size_t>(padded) * size, 0);
+        for (std::size_t i = 0; i < planned.size(); ++i) {
+          const ParamRecord& p = planned[i];
+          if (p.kind != Kind::adam || p.dtype != d) continue;
+          std::copy_n(canon.data() + fc.offset[i] * static_cast<int64_t>(size), p.numel * static_cast<int64_t>(size),
+                      image.data() + p.offset * static_cast<int64_t>(size));
+        }
+        if (b == Buffer::param) {
+          r.adam_param[di] = std::move(image);
+        } else {
+          auto& dst = b == Buffer::exp_avg ? r.adam_m[di] : r.adam_v[di];
+          dst.resize(static_cast<std::size_t>(padded));
+          std::copy_n(image.data(), image.size(), reinterpret_cast<char*>(dst.data()));
+        }
+      }
+    }
+  }
+
+  // Step counters: small, read whole by every rank, mapped by name.
+  std::vector<int> file_adam_order;  // file's k-th Adam parameter -> registered id
+  {
+    std::map<std::string, int> id_of;
+    for (std::size_t i = 0; i < params.size(); ++i) id_of[params[i].name] = static_cast<int>(i);
+    for (const IndexRow& row : rows)
+      if (row.kind == 1) file_adam_order.push_back(id_of.at(row.name));
+  }
+  r.adam_steps.assign(static_cast<std::size_t>(std::max(1, r.layout.num_adam_rows)), 0);
+  if (!file_adam_order.empty()) {
+    const int64_t n = static_cast<int64_t>(file_adam_order.size());
+    std::vector<int64_t> steps(static_cast<std::size_t>(n));
+    agreed(comm, [&] {
+      const DatasetJob job = job_for(kAdamStepPath, H5T_STD_I64LE, 8, n, {{0, 0, n}}, steps.data(), n);
+      const uint32_t stored = read_pieces(file, job);
+      require(crc32c(steps.data(), steps.size() * 8) == stored, kCorrupt, "the checksum of /adam/step does not match");
+      for (int64_t k = 0; k < n; ++k) {
+        require(steps[static_cast<std::size_t>(k)] >= 0, kCorrupt, "a step counter in /adam/step is negative");
+        r.adam_steps[static_cast<std::size_t>(planned[static_cast<std::size_t>(file_adam_order[static_cast<std::size_t>(k)])].adam_row)] =
+            steps[static_cast<std::size_t>(k)];
+      }
+    });
+  }
+  agreed(comm, [&] { h5_require(file.close(), kCorrupt, "cannot close '" + path + "'"); });
+  return r;
+}
+
+void commit(Optimizer& opt, Restored& r, const std::string& path, const std::string& fallback) {
+  std::vector<int> current;
+  for (const ParamRecord& p : opt.registry().all())
+    if (p.kind == Kind::muon) current.push_back(p.owner);
+  if (current != r.owners) opt.replan(r.owners);
+  Backend& b = opt.backend();
+  for (int di = 0; di < kNumDtypes; ++di) {
+    const Dtype d = static_cast<Dtype>(di);
+    const MuonBuffers& mb = opt.muon_buffers(d);
+    if (!r.muon_param[di].empty()) {
+      b.upload(mb.param, r.muon_param[di].data(), r.muon_param[di].size());
+      b.upload(mb.momentum, r.muon_momentum[di].data(), r.muon_momentum[di].size() * 4);
+    }
+    const AdamBuffers& ab = opt.adam_buffers(d);
+    if (!r.adam_param[di].empty()) {
+      b.upload(ab.param, r.adam_param[di].data(), r.adam_param[di].size());
+      b.upload(ab.exp_avg, r.adam_m[di].data(), r.adam_m[di].size() * 4);
+      b.upload(ab.exp_avg_sq, r.adam_v[di].data(), r.adam_v[di].size() * 4);
+    }
+  }
+  if (opt.layout().num_adam_rows > 0)
+    b.upload(opt.adam_steps(), r.adam_steps.data(), static_cast<std::size_t>(opt.layout().num_adam_rows) * 8);
+  StepStats stats;
+  b.download(&stats, opt.stats(), sizeof stats);
+  stats.steps_taken = r.meta.optimizer_step;
+  b.upload(opt.stats(), &stats, sizeof stats);
+  opt.set_options(r.options);
+
+  auto& info = opt.restored_attributes;
+  info = r.meta.user;
+  const std::string p = kReservedPrefix;
+  info[p + "file"] = path;
+  info[p + "fallback"] = fallback;
+  info[p + "plan"] = r.replayed ? "replayed" : "replanned";
+  info[p + "saved_world_size"] = std::to_string(r.meta.world_size);
+  info[p + "user_step"] = std::to_string(r.meta.user_step);
+  info[p + "optimizer_step"] = std::to_string(r.meta.optimizer_step);
+  info[p + "library_version"] = r.meta.library_version;
+  info[p + "kernel_choices"] = r.meta.kernel_choices;
+}
+
+}  // namespace
+
+int64_t restore_checkpoint(Optimizer& opt, const std::string& path_arg) {
+  dmuon_context_s& ctx = *opt.context();
+  MPI_Comm comm = ctx.comm;
+  QuietHdf5 quiet;
+  const std::string path = bcast_string(comm, path_arg);
+  // Rank 0 decides what to try, in order; everyone tries the same files.
+  std::vector<std::string> candidates;
+  int directory = 0;
+  if (ctx.rank == 0) {
+    directory = is_directory(path) ? 1 : 0;
+    if (!directory) {
+      candidates.push_back(path);
+    } else {
+      const std::string latest = read_latest(path);
+      if (!latest.empty() && path_exists(join_path(path, latest))) candidates.push_back(join_path(path, latest));
+      for (const auto& [step, name] : list_checkpoints(path))
+        if (name != latest) candidates.push_back(join_path(path, name));
+    }
+  }
+  check_mpi(MPI_Bcast(&directory, 1, MPI_INT, 0, comm), "MPI_Bcast (restore)");
+  candidates = bcast_strings(comm, candidates);
+  agreed(comm, [&] {
+    require(!candidates.empty(), DMUON_ERR_NOT_FOUND, "dmuon_checkpoint_restore: no checkpoint in '" + path + "'");
+  });
+
+  std::string skipped;
+  int first_status = 0;
+  for (const std::string& file : candidates) {
+    try {
+      Restored r = read_checkpoint(opt, file);
+      agreed(comm, [&] { commit(opt, r, file, skipped); });
+      return r.meta.user_step;
+    } catch (const Error& e) {
+      // Only damage falls back; a checkpoint of another model, or of a newer
+      // format, is an answer the user must see.
+      const bool damaged = e.status() == kCorrupt || e.status() == DMUON_ERR_NOT_FOUND || e.status() == DMUON_ERR_IO;
+      if (!directory || !damaged) throw;
+      if (!first_status) first_status = e.status();
+      skipped += (skipped.empty() ? "" : "; ") + file + ": " + e.what();
+    }
+  }
+  fail(first_status, "dmuon_checkpoint_restore: no checkpoint in '" + path + "' verifies: " + skipped);
+}
+
+}  // namespace dmuon::ckpt

@@ -1,0 +1,45 @@
+// Moving one dataset's slice between a rank's memory and the file: the
+// hyperslab selections (canonical file offsets on one side, flat-buffer
+// offsets on the other), the slice's CRC pieces, and chunked fletcher32
+// dataset creation. Shared by the writer and the reader.
+#pragma once
+#include <hdf5.h>
+
+#include <string>
+#include <vector>
+
+#include "collective.hpp"
+#include "format.hpp"
+
+namespace dmuon::ckpt {
+
+// One dataset as this rank sees it: which elements it moves, from/to where.
+struct DatasetJob {
+  std::string path;
+  hid_t file_type = -1;     // element type in the file
+  std::size_t elem = 0;     // bytes per element (file and memory types are the same size)
+  int64_t total = 0;        // elements in the dataset
+  int64_t chunk = 0;        // elements per chunk
+  std::vector<Piece> pieces;  // sorted by file offset, mem offsets increasing too
+  char* host = nullptr;     // host memory the mem offsets index
+  int64_t host_elements = 0;
+  std::string element_type;  // "float32", "bfloat16", "int64", ... (attribute for readers)
+};
+
+// The CRC-32C of each piece's bytes in host memory, at canonical byte offsets.
+std::vector<CrcPiece> crc_pieces(const DatasetJob& job);
+
+// Collective: create the dataset (chunked, fletcher32), its attributes (crc32c,
+// element_type), and write every rank's pieces with one collective H5Dwrite.
+// Returns the open dataset's result; throws DMUON_ERR_IO.
+void create_and_write(hid_t file, const DatasetJob& job, uint32_t crc);
+
+// Independent read of this rank's pieces into job.host; returns the stored
+// crc32c attribute. A dataset of the wrong size or type, or a chunk whose
+// fletcher32 does not match, throws DMUON_ERR_CHECKPOINT_CORRUPT.
+uint32_t read_pieces(hid_t file, const DatasetJob& job);
+
+// Merge pieces that continue each other in both the file and memory.
+std::vector<Piece> merge_pieces(std::vector<Piece> pieces);
+
+}  // namespace dmuon::ckpt

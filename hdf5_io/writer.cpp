@@ -1,0 +1,237 @@
+// Save: every rank writes the slices it owns straight from the flat buffers
+// (its Muon matrices, its even share of the replicated Adam buffers) into one
+// canonical file, written as NAME.tmp and committed by rename.
+#include <csignal>
+#include <cstring>
+#include <set>
+
+#include "atomic_files.hpp"
+#include "checkpoint.hpp"
+#include "collective.hpp"
+#include "core/error.hpp"
+#include "format.hpp"
+#include "h5_util.hpp"
+#include "transfer.hpp"
+
+namespace dmuon::ckpt {
+
+bool backend_is_host(const Optimizer& opt) { return std::strcmp(opt.backend().name(), "cpu") == 0; }
+
+namespace {
+
+struct SaveJobs {
+  std::vector<DatasetJob> jobs;        // data datasets, in file order
+  std::vector<std::vector<char>> staging;  // device backends: host copies of the pieces
+  std::vector<unsigned char> index_bytes;
+};
+
+DatasetJob data_job(const std::string& path, Dtype d, Buffer b, std::vector<Piece> pieces, void* base,
+                    int64_t base_elements, int64_t total) {
+  DatasetJob j;
+  j.path = path;
+  j.file_type = file_type(d, b);
+  j.elem = element_size(d, b);
+  j.total = total;
+  j.chunk = kChunkElements;
+  j.pieces = merge_pieces(std::move(pieces));
+  j.host = static_cast<char*>(base);
+  j.host_elements = base_elements;
+  j.element_type = stored_as_bf16(d, b) ? "bfloat16" : "float32";
+  return j;
+}
+
+// Device memory: copy this rank's pieces into a compact host buffer and
+// re-point the job at it (the CUDA backend may make this pinned later).
+void stage(Backend& backend, DatasetJob& job, std::vector<char>& store) {
+  int64_t n = 0;
+  for (const Piece& p : job.pieces) n += p.count;
+  store.resize(static_cast<std::size_t>(n) * job.elem);
+  int64_t at = 0;
+  for (Piece& p : job.pieces) {
+    backend.download(store.data() + at * static_cast<int64_t>(job.elem), job.host + p.mem * static_cast<int64_t>(job.elem),
+                     static_cast<std::size_t>(p.count) * job.elem);
+    p.mem = at;
+    at += p.count;
+  }
+  job.host = store.data();
+  job.host_elements = n;
+}
+
+SaveJobs build_jobs(const Optimizer& opt, int rank, int world) {
+  const auto& params = opt.registry().all();
+  const Canonical c = canonical_layout(params);
+  SaveJobs s;
+  for (int di = 0; di < kNumDtypes; ++di) {
+    const Dtype d = static_cast<Dtype>(di);
+    const MuonBuffers& mb = opt.muon_buffers(d);
+    const int64_t seg = mb.segment_elements;
+    if (c.muon_total[di] > 0) {
+      s.jobs.push_back(data_job(dataset_path(Kind::muon, d, Buffer::param), d, Buffer::param,
+                                muon_pieces(params, c, d, rank, seg, false), mb.param, seg * world, c.muon_total[di]));
+      s.jobs.push_back(data_job(dataset_path(Kind::muon, d, Buffer::momentum), d, Buffer::momentum,
+                                muon_pieces(params, c, d, rank, seg, true), mb.momentum, seg, c.muon_total[di]));
+    }
+    const AdamBuffers& ab = opt.adam_buffers(d);
+    if (c.adam_total[di] > 0) {
+      const auto pieces = adam_pieces(params, c, d, rank, world);
+      const std::pair<Buffer, void*> bufs[] = {
+          {Buffer::param, ab.param}, {Buffer::exp_avg, ab.exp_avg}, {Buffer::exp_avg_sq, ab.exp_avg_sq}};
+      for (const auto& [b, base] : bufs)
+        s.jobs.push_back(data_job(dataset_path(Kind::adam, d, b), d, b, pieces, base, ab.elements, c.adam_total[di]));
+    }
+  }
+  if (!c.adam_params.empty()) {
+    DatasetJob j;
+    j.path = kAdamStepPath;
+    j.file_type = H5T_STD_I64LE;
+    j.elem = 8;
+    j.total = static_cast<int64_t>(c.adam_params.size());
+    j.chunk = 1 << 16;
+    const auto [lo, hi] = even_share(j.total, rank, world);
+    std::vector<Piece> pieces;
+    for (int64_t k = lo; k < hi; ++k) pieces.push_back({k, params[static_cast<std::size_t>(c.adam_params[static_cast<std::size_t>(k)])].adam_row, 1});
+    j.pieces = merge_pieces(std::move(pieces));
+    j.host = reinterpret_cast<char*>(opt.adam_steps());
+    j.host_elements = opt.layout().num_adam_rows;
+    j.element_type = "int64";
+    s.jobs.push_back(std::move(j));
+  }
+  if (!backend_is_host(opt)) {
+    s.staging.resize(s.jobs.size());
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) stage(opt.backend(), s.jobs[i], s.staging[i]);
+  }
+  // The index is written by rank 0 alone (it is small and the same everywhere).
+  s.index_bytes = pack_index(index_rows(params, c));
+  DatasetJob index;
+  index.path = kIndexPath;
+  index.elem = kIndexRowBytes;
+  index.total = static_cast<int64_t>(params.size());
+  index.chunk = 1024;
+  if (rank == 0) index.pieces = {{0, 0, index.total}};
+  index.host = reinterpret_cast<char*>(s.index_bytes.data());
+  index.host_elements = index.total;
+  index.element_type = "compound";
+  s.jobs.insert(s.jobs.begin(), std::move(index));
+  return s;
+}
+
+// Rank 0's view of everything stored as attributes (all ranks must write the
+// same attribute values in parallel HDF5).
+Metadata agreed_metadata(const Optimizer& opt, MPI_Comm comm, int64_t user_step) {
+  Metadata m;
+  m.library_version = std::to_string(DMUON_VERSION_MAJOR) + "." + std::to_string(DMUON_VERSION_MINOR) + "." +
+                      std::to_string(DMUON_VERSION_PATCH);
+  m.user_step = user_step;
+  m.optimizer_step = opt.step_count();
+  m.world_size = opt.context()->size;
+  m.model_hash = opt.registry().model_hash();
+  m.num_params = static_cast<int64_t>(opt.registry().size());
+  m.options = opt.options();
+  check_mpi(MPI_Bcast(&m.optimizer_step, 1, MPI_INT64_T, 0, comm), "MPI_Bcast (step)");
+  check_mpi(MPI_Bcast(&m.options, sizeof m.options, MPI_BYTE, 0, comm), "MPI_Bcast (options)");
+  // Kernel choices are made per rank for the shapes it owns: keep every
+  // distinct line, sorted, so the text does not depend on the world size.
+  std::set<std::string> lines;
+  for (const std::string& text : allgather_strings(comm, opt.backend().kernel_choices())) {
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      if (end > start) lines.insert(text.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  for (const std::string& l : lines) m.kernel_choices += l + "\n";
+  std::vector<std::string> kv;
+  for (const auto& [k, v] : opt.user_attributes) kv.insert(kv.end(), {k, v});
+  kv = bcast_strings(comm, kv);
+  for (std::size_t i = 0; i + 1 < kv.size(); i += 2) m.user[kv[i]] = kv[i + 1];
+  return m;
+}
+
+void write_file(const Optimizer& opt, MPI_Comm comm, const std::string& tmp, const Metadata& meta, SaveJobs& s,
+                const std::vector<uint32_t>& crcs) {
+  const int rank = opt.context()->rank;
+  H5Id file;
+  agreed(comm, [&] {
+    H5Id fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS), DMUON_ERR_IO, "cannot create a file access list");
+    h5_require(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0, DMUON_ERR_IO, "cannot select MPI-IO");
+    file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), DMUON_ERR_IO,
+                   "cannot create '" + tmp + "'");
+  });
+  agreed(comm, [&] { write_metadata(file, meta); });
+  bool first_data = true;
+  for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+    const DatasetJob& job = s.jobs[i];
+    agreed(comm, [&] {
+      create_and_write(file, job, crcs[i]);
+      if (job.path == kIndexPath || !first_data) return;
+      first_data = false;
+      if (fault_armed("save-kill", rank)) std::raise(SIGKILL);
+      require(!fault_armed("save-enospc", rank), DMUON_ERR_IO,
+              "cannot write " + job.path + ": No space left on device (injected by DMUON_FAULT_POINT)");
+    });
+  }
+  agreed(comm, [&] { h5_require(file.close(), DMUON_ERR_IO, "cannot close '" + tmp + "'"); });
+}
+
+}  // namespace
+
+void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_step, int keep_last) {
+  dmuon_context_s& ctx = *opt.context();
+  MPI_Comm comm = ctx.comm;
+  QuietHdf5 quiet;
+  // Rank 0's directory names the file every rank opens.
+  const std::string dir = bcast_string(comm, dir_arg);
+  int64_t steps[2] = {user_step, -user_step}, max[2] = {0, 0};
+  check_mpi(MPI_Allreduce(steps, max, 2, MPI_INT64_T, MPI_MAX, comm), "MPI_Allreduce (user step)");
+  const std::string name = checkpoint_name(user_step);
+  const std::string final_path = join_path(dir, name), tmp = final_path + ".tmp";
+  agreed(comm, [&] {
+    require(max[0] == -max[1], DMUON_ERR_INVALID_VALUE,
+            "dmuon_checkpoint_save: ranks passed different user steps (" + std::to_string(-max[1]) + " .. " +
+                std::to_string(max[0]) + ")");
+    require(!dir.empty(), DMUON_ERR_INVALID_VALUE, "dmuon_checkpoint_save: the directory is empty");
+    if (ctx.rank != 0) return;
+    make_directories(dir);
+    // A checkpoint once committed is never overwritten.
+    require(!path_exists(final_path), DMUON_ERR_INVALID_VALUE,
+            "dmuon_checkpoint_save: '" + final_path + "' exists already; checkpoints are never overwritten");
+  });
+
+  SaveJobs s;
+  std::vector<uint32_t> crcs;
+  agreed(comm, [&] { s = build_jobs(opt, ctx.rank, ctx.size); });
+  for (const DatasetJob& job : s.jobs)
+    crcs.push_back(combine_crc(comm, crc_pieces(job), job.total * static_cast<int64_t>(job.elem)));
+  const Metadata meta = agreed_metadata(opt, comm, user_step);
+
+  try {
+    write_file(opt, comm, tmp, meta, s, crcs);
+    // Every rank flushes what it wrote: on a parallel file system each
+    // client holds its own dirty pages.
+    agreed(comm, [&] {
+      if (fault_armed("save-enospc-fsync", ctx.rank))
+        fail(DMUON_ERR_IO, "fsync of '" + tmp + "' failed: No space left on device (injected by DMUON_FAULT_POINT)");
+      fsync_path(tmp);
+    });
+  } catch (...) {
+    if (ctx.rank == 0) remove_file(tmp);
+    throw;
+  }
+  agreed(comm, [&] {
+    if (ctx.rank != 0) return;
+    try {
+      rename_path(tmp, final_path);
+    } catch (...) {
+      remove_file(tmp);
+      throw;
+    }
+    fsync_path(dir);
+    if (fault_armed("save-kill-before-latest", 0)) std::raise(SIGKILL);
+    write_latest(dir, name);
+    prune(dir, keep_last);
+  });
+}
+
+}  // namespace dmuon::ckpt
