@@ -1,0 +1,59 @@
+#!/bin/bash
+# dmuon example (Burgers surrogate) on GPU nodes: one MPI rank per GPU,
+# checkpoint on a signal before the wall time, requeue, restart from the latest
+# checkpoint. Submit from the top of the dmuon tree (or set the paths below):
+#
+#   sbatch jobscripts/gpu_job.sh                    # examples/surrogate.cfg as it is
+#   sbatch jobscripts/gpu_job.sh --hidden=1024      # extra arguments go to the program
+#
+# Lines marked CHANGE are the ones a user adapts (docs/cluster.md says more).
+# "##SBATCH" is a comment for sbatch: remove one "#" to use such a line.
+#
+#SBATCH --job-name=dmuon-gpu
+##SBATCH --partition=gpu              # CHANGE: your site's GPU partition
+##SBATCH --account=myproject          # CHANGE: the project the hours are charged to
+#SBATCH --nodes=1                     # CHANGE: nodes
+# One rank per GPU: ranks per node = GPUs per node (NCCL refuses two ranks on
+# one GPU). CHANGE both together.
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=8             # CHANGE: cores per rank (node cores / GPUs per node)
+#SBATCH --time=01:00:00               # CHANGE: wall time of one run (the job runs again after a requeue)
+# SIGUSR1 to this batch shell (B:) 180 s before the time limit: time to reach
+# the next step and write the checkpoint (device buffers are staged through
+# the host). CHANGE if a checkpoint of your model takes longer.
+#SBATCH --signal=B:USR1@180
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=%x-%j.out
+
+set -uo pipefail  # no -e: the script itself decides what a non-zero status means
+
+# CHANGE: the environment the program was built in, e.g.
+# module load gcc/12 cuda/12.4 nccl openmpi/4.1 hdf5/1.14-mpi
+
+# CHANGE: what runs (environment variables of the same names win).
+: "${DMUON_PROGRAM:=$SLURM_SUBMIT_DIR/build/examples/burgers_surrogate_c}"   # or burgers_surrogate_f (Fortran)
+: "${DMUON_CONFIG:=$SLURM_SUBMIT_DIR/examples/surrogate.cfg}"
+# srun options. Every rank sees all GPUs of its node (--gpu-bind=none) and
+# dmuon takes the one numbered by the rank's place on the node (node-local
+# rank modulo visible GPUs): NCCL then sees the peers and uses NVLink between
+# them. Do not use --gpus-per-task=1 or --gpu-bind=single:1 here: each rank
+# would see one GPU and the library would refuse four ranks on one visible GPU.
+# --cpu-bind=cores keeps each rank on its own cores (CHANGE to your site's
+# advice for GPU-CPU affinity, e.g. --cpu-bind=socket on two-socket nodes).
+: "${DMUON_SRUN_OPTIONS:=--mpi=pmix --cpu-bind=cores --gpu-bind=none}"
+
+export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
+export OPENBLAS_NUM_THREADS=$OMP_NUM_THREADS
+
+: "${DMUON_JOBSCRIPTS:=$SLURM_SUBMIT_DIR/jobscripts}"
+# shellcheck source=jobscripts/lib/dmuon_job.sh
+source "$DMUON_JOBSCRIPTS/lib/dmuon_job.sh" || exit 1
+
+dmuon_job_begin
+dmuon_job_enter_run_dir
+# DMUON_SRUN_OPTIONS is a list of words: split on purpose.
+# shellcheck disable=SC2086
+dmuon_job_run srun $DMUON_SRUN_OPTIONS "$DMUON_PROGRAM" --config="$DMUON_CONFIG" --backend=cuda "$@"
+dmuon_job_finish

@@ -1,0 +1,132 @@
+# shellcheck shell=bash
+# A real single-node Slurm for the tests, under one scratch directory:
+# munged (as the munge user, with a freshly generated key), slurmctld and
+# slurmd, all started by hand in the foreground of this shell's background
+# jobs, so their PIDs are ours to stop and a killed test takes them along
+# (same process group). Nothing outside the scratch directory is configured.
+#
+#   source tests/slurm/cluster.sh
+#   slurm_cluster_start DIR     # exports SLURM_CONF; fails if Slurm does not come up
+#   slurm_cluster_stop DIR      # cancels the jobs, stops the daemons (bounded in time)
+
+# Polls "$@" every half second until it succeeds or $1 seconds have passed.
+slurm_wait_for() {
+  local seconds=$1
+  shift
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -ge "$deadline" ] && return 1
+    sleep 0.5
+  done
+}
+
+slurm_node_idle() {
+  timeout 10 sinfo -h -N -o '%t' | grep -qx 'idle'
+}
+
+slurm_cluster_start() {
+  local dir=$1
+  local host cpus
+  host=$(hostname)
+  # Two ranks need two CPUs; more are declared than present on a one-core
+  # machine only (config_overrides keeps slurmd from draining the node then).
+  cpus=$(nproc)
+  [ "$cpus" -lt 2 ] && cpus=2
+  mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/log"
+  # The munge user has to reach its files through the scratch directory.
+  chmod 755 "$dir"
+
+  # munge: a generated key, its own socket; munged refuses group/other access.
+  dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
+  chown -R munge:munge "$dir/munge"
+  chmod 700 "$dir/munge"
+  chmod 400 "$dir/munge/munge.key"
+  chmod 755 "$dir/munge"  # clients (root, the jobs) connect to the socket in it
+  # setpriv execs munged itself (no wrapper process), so $! is munged's PID.
+  setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged --foreground \
+    --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket.2" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
+    --seed-file="$dir/munge/munged.seed" >"$dir/log/munged.out" 2>&1 &
+  echo $! >"$dir/munged.launcher.pid"
+  if ! slurm_wait_for 20 test -S "$dir/munge/munge.socket.2"; then
+    echo "cluster.sh: munged did not start" >&2
+    cat "$dir/log/munged.out" "$dir/munge/munged.log" >&2 2>/dev/null
+    return 1
+  fi
+
+  cat >"$dir/slurm.conf" <<CONF
+# Minimal single-node Slurm for dmuon's tests (written by tests/slurm/cluster.sh).
+ClusterName=dmuontest
+SlurmctldHost=${host}(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=${dir}/munge/munge.socket.2
+# No cgroups in a container: track processes through /proc, bind nothing.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+ReturnToService=2
+JobRequeue=1
+# Keep finished jobs visible to scontrol long enough for the checks.
+MinJobAge=600
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+StateSaveLocation=${dir}/state
+SlurmdSpoolDir=${dir}/spool
+SlurmctldPidFile=${dir}/slurmctld.pid
+SlurmdPidFile=${dir}/slurmd.pid
+SlurmctldLogFile=${dir}/log/slurmctld.log
+SlurmdLogFile=${dir}/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+NodeName=${host} NodeAddr=127.0.0.1 CPUs=${cpus} State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+  export SLURM_CONF="$dir/slurm.conf"
+
+  # -D: foreground, so $! is the daemon itself; -c: no state from an earlier run.
+  slurmctld -D -c -f "$SLURM_CONF" >"$dir/log/slurmctld.out" 2>&1 &
+  echo $! >"$dir/slurmctld.launcher.pid"
+  slurmd -D -f "$SLURM_CONF" >"$dir/log/slurmd.out" 2>&1 &
+  echo $! >"$dir/slurmd.launcher.pid"
+  if ! slurm_wait_for 60 slurm_node_idle; then
+    echo "cluster.sh: the node did not become idle within 60 s" >&2
+    timeout 10 sinfo -N -l >&2
+    tail -n 30 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" "$dir/log/"*.out >&2 2>/dev/null
+    return 1
+  fi
+}
+
+# Stops what slurm_cluster_start started, by the PIDs it recorded. Every wait is
+# bounded; a daemon that ignores SIGTERM for 10 s gets SIGKILL.
+slurm_cluster_stop() {
+  local dir=$1
+  if [ -n "${SLURM_CONF:-}" ] && [ -f "$SLURM_CONF" ]; then
+    # Jobs first, while slurmd is there to kill their processes.
+    timeout 10 scancel --full --quiet --user=root >/dev/null 2>&1 || true
+    slurm_wait_for 20 slurm_no_jobs || echo "cluster.sh: jobs still listed after scancel" >&2
+  fi
+  local name pid
+  for name in slurmd slurmctld munged; do
+    [ -f "$dir/$name.launcher.pid" ] || continue
+    pid=$(cat "$dir/$name.launcher.pid")
+    kill -TERM "$pid" 2>/dev/null || continue
+    slurm_wait_for 10 slurm_pid_gone "$pid" || kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+
+slurm_no_jobs() {
+  [ -z "$(timeout 10 squeue -h -o '%i' 2>/dev/null)" ]
+}
+
+slurm_pid_gone() {
+  ! kill -0 "$1" 2>/dev/null
+}
