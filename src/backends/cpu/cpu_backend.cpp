@@ -1,23 +1,64 @@
 // CPU backend: memory and MPI collectives. bf16 has no MPI datatype, so bf16
 // reductions go through an fp32 scratch buffer and round once at the end.
+//
+// Collectives have two paths. Without a deadline (collective_timeout_ms = 0)
+// they are MPI's blocking calls, whose tuned algorithms are the fastest. With
+// one they are posted non-blocking and completed by a test loop that gives up
+// at the deadline (the watchdog): a dead or hung rank then costs the survivors
+// a status, not the job. A collective that missed its deadline cannot be
+// cancelled (MPI forbids cancelling or freeing a non-blocking collective), so
+// it stays posted and may still write into its buffers whenever MPI makes
+// progress: the backend is poisoned, refuses every later collective, and
+// never frees memory again (see release()).
 #include "backends/cpu/cpu_backend.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
+
+#if defined(OPEN_MPI) && __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's ULFM error classes (MPIX_ERR_PROC_FAILED) when it was built with them
+#endif
 
 #include "core/error.hpp"
 
 namespace dmuon {
 
 namespace {
-void check_mpi(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
+std::string mpi_error_text(int rc) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
-  MPI_Error_string(rc, text, &len);
-  fail(DMUON_ERR_MPI, std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(len)));
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+// A transport that knows a rank died (ULFM: MPICH, Open MPI 5) says so with
+// its own error classes; any other failure of a collective is an MPI error.
+int status_of_mpi_error(int rc) {
+  int cls = rc;
+  MPI_Error_class(rc, &cls);
+#if defined(MPIX_ERR_PROC_FAILED)
+  if (cls == MPIX_ERR_PROC_FAILED) return DMUON_ERR_PEER_FAILED;
+#endif
+#if defined(MPIX_ERR_REVOKED)
+  if (cls == MPIX_ERR_REVOKED) return DMUON_ERR_PEER_FAILED;
+#endif
+  return DMUON_ERR_MPI;
+}
+
+// Memory that an abandoned collective may still write: kept allocated until
+// the process ends, reachable from here so that leak checkers stay quiet.
+struct Abandoned {
+  std::vector<void*> blocks;
+  std::vector<std::vector<float>> staging;
+};
+Abandoned& abandoned() {
+  static Abandoned* kept = new Abandoned;  // never destroyed: MPI may write until exit
+  return *kept;
 }
 
 void to_float(const void* src, float* dst, int64_t n, Dtype d) {
@@ -49,6 +90,15 @@ CpuBackend::CpuBackend(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_size(comm_, &world_);
 }
 
+CpuBackend::~CpuBackend() {
+  if (!failed_status_ || scratch_.empty()) return;
+  try {
+    abandoned().staging.push_back(std::move(scratch_));
+  } catch (...) {  // out of memory: leak the buffer instead of freeing it under MPI
+    new (std::nothrow) std::vector<float>(std::move(scratch_));
+  }
+}
+
 void* CpuBackend::allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -56,14 +106,69 @@ void* CpuBackend::allocate(std::size_t bytes) {
   std::memset(p, 0, bytes);
   return p;
 }
-void CpuBackend::release(void* p) noexcept { std::free(p); }
+
+void CpuBackend::release(void* p) noexcept {
+  if (p == nullptr) return;
+  if (!failed_status_) {
+    std::free(p);
+    return;
+  }
+  try {  // an abandoned collective may still write here
+    abandoned().blocks.push_back(p);
+  } catch (...) {  // out of memory: not freeing it is what matters
+  }
+}
 void CpuBackend::zero(void* p, std::size_t bytes) { if (bytes) std::memset(p, 0, bytes); }
 void CpuBackend::copy(void* dst, const void* src, std::size_t bytes) { if (bytes && dst != src) std::memmove(dst, src, bytes); }
 void CpuBackend::upload(void* dst, const void* host, std::size_t bytes) { copy(dst, host, bytes); }
 void CpuBackend::download(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
 
+void CpuBackend::check_not_failed(const char* what) const {
+  if (failed_status_)
+    fail(failed_status_, std::string(what) + " not attempted: an earlier collective on this context failed (" +
+                             failed_message_ + "); destroy the optimizer and the context");
+}
+
+void CpuBackend::poison(int status, const std::string& message) {
+  failed_status_ = status;
+  failed_message_ = message;
+  fail(status, message);
+}
+
+void CpuBackend::run(const char* what, const std::function<int()>& blocking,
+                     const std::function<int(MPI_Request*)>& post) {
+  check_not_failed(what);
+  if (timeout_ms_ <= 0) {
+    const int rc = blocking();
+    if (rc != MPI_SUCCESS) poison(status_of_mpi_error(rc), std::string(what) + " failed: " + mpi_error_text(rc));
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::milliseconds(timeout_ms_);
+  // Poll without pause while the collective is likely to finish soon, then
+  // yield between polls: ranks may share cores (CI, oversubscribed nodes).
+  const Clock::time_point spin_until = start + std::chrono::microseconds(100);
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = post(&request);
+  if (rc != MPI_SUCCESS) poison(status_of_mpi_error(rc), std::string(what) + " failed: " + mpi_error_text(rc));
+  for (;;) {
+    int done = 0;
+    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) poison(status_of_mpi_error(rc), std::string(what) + " failed: " + mpi_error_text(rc));
+    if (done) return;
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline)
+      poison(DMUON_ERR_TIMEOUT, std::string(what) + " did not complete within collective_timeout_ms = " +
+                                    std::to_string(timeout_ms_) +
+                                    " (a rank died, hangs, or is that late); the collective was abandoned");
+    if (now >= spin_until) std::this_thread::yield();
+  }
+}
+
 void CpuBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
   if (count == 0 || world_ == 1) return;  // the average of one rank is itself
+  check_not_failed("MPI_Allreduce of gradients");
   float* f = static_cast<float*>(buf);
   if (dtype == Dtype::bf16) {
     scratch_.resize(static_cast<std::size_t>(count));
@@ -72,7 +177,10 @@ void CpuBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
   }
   for (int64_t at = 0; at < count; at += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - at));
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, f + at, n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce of gradients");
+    float* chunk = f + at;
+    run("MPI_Allreduce of gradients",
+        [&] { return MPI_Allreduce(MPI_IN_PLACE, chunk, n, MPI_FLOAT, MPI_SUM, comm_); },
+        [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, chunk, n, MPI_FLOAT, MPI_SUM, comm_, r); });
   }
   const float inv = 1.0f / static_cast<float>(world_);
   for (int64_t i = 0; i < count; ++i) f[i] *= inv;
@@ -81,14 +189,17 @@ void CpuBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
 
 void CpuBackend::reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) {
   if (segment == 0) return;
+  const char* what = "MPI_Reduce_scatter_block of Muon gradients";
+  check_not_failed(what);
+  require(segment <= kMaxChunk, DMUON_ERR_NOT_SUPPORTED, "a Muon segment over 2^30 elements per rank");
   const int64_t total = segment * world_;
   scratch_.resize(static_cast<std::size_t>(total + segment));
   float* all = scratch_.data();
   float* mine = all + total;
   to_float(buf, all, total, dtype);
-  require(segment <= kMaxChunk, DMUON_ERR_NOT_SUPPORTED, "a Muon segment over 2^30 elements per rank");
-  check_mpi(MPI_Reduce_scatter_block(all, mine, static_cast<int>(segment), MPI_FLOAT, MPI_SUM, comm_),
-            "MPI_Reduce_scatter_block of Muon gradients");
+  const int n = static_cast<int>(segment);
+  run(what, [&] { return MPI_Reduce_scatter_block(all, mine, n, MPI_FLOAT, MPI_SUM, comm_); },
+      [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(all, mine, n, MPI_FLOAT, MPI_SUM, comm_, r); });
   const float inv = 1.0f / static_cast<float>(world_);
   for (int64_t i = 0; i < segment; ++i) mine[i] *= inv;
   char* out = static_cast<char*>(buf) + static_cast<std::size_t>(rank_ * segment) * dtype_size(dtype);
@@ -99,12 +210,16 @@ void CpuBackend::allgather(void* buf, int64_t segment, Dtype dtype) {
   if (segment == 0) return;
   const int64_t bytes = segment * static_cast<int64_t>(dtype_size(dtype));
   require(bytes <= INT32_MAX, DMUON_ERR_NOT_SUPPORTED, "a Muon segment over 2 GiB per rank");
-  check_mpi(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(bytes), MPI_BYTE, comm_),
-            "MPI_Allgather of Muon parameters");
+  const int n = static_cast<int>(bytes);
+  run("MPI_Allgather of Muon parameters",
+      [&] { return MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, n, MPI_BYTE, comm_); },
+      [&](MPI_Request* r) { return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, n, MPI_BYTE, comm_, r); });
 }
 
 void CpuBackend::allreduce_sum_f64(double* buf, int count) {
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce of the gradient norm");
+  run("MPI_Allreduce of the gradient norm",
+      [&] { return MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, comm_); },
+      [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, comm_, r); });
 }
 
 }  // namespace dmuon

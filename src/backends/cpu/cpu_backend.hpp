@@ -1,5 +1,7 @@
 // The CPU backend: host memory, MPI collectives, loops and BLAS.
 #pragma once
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -9,6 +11,7 @@ namespace dmuon {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(MPI_Comm comm);
+  ~CpuBackend() override;
   const char* name() const override { return "cpu"; }
 
   void* allocate(std::size_t bytes) override;
@@ -23,6 +26,7 @@ class CpuBackend final : public Backend {
   void reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) override;
   void allgather(void* buf, int64_t segment, Dtype dtype) override;
   void allreduce_sum_f64(double* buf, int count) override;
+  void set_collective_timeout(int milliseconds) override { timeout_ms_ = milliseconds; }
 
   void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) override;
   void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) override;
@@ -32,10 +36,22 @@ class CpuBackend final : public Backend {
                    const MuonHyper& hyper, const StepStats* stats) override;
 
  private:
+  // One collective: `blocking` without a deadline, else `post` (non-blocking)
+  // completed by the watchdog. A failure or a missed deadline poisons.
+  void run(const char* what, const std::function<int()>& blocking, const std::function<int(MPI_Request*)>& post);
+  // Throws the failure that poisoned this backend, if any.
+  void check_not_failed(const char* what) const;
+  [[noreturn]] void poison(int status, const std::string& message);
+
   MPI_Comm comm_;
   int rank_ = 0;
   int world_ = 1;
   std::vector<float> scratch_;  // fp32 staging for bf16 collectives
+  int timeout_ms_ = 0;          // 0: blocking collectives
+  // After a collective timed out or failed: its status and message. The
+  // communicator then holds operations that may still write into our memory.
+  int failed_status_ = 0;
+  std::string failed_message_;
   std::vector<float> muon_workspace_;  // Newton-Schulz matrices of one chunk (cpu_muon.cpp), kept between steps
 };
 

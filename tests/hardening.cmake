@@ -1,0 +1,30 @@
+# Hardening tests (issue 5): a rank dying inside a step, non-finite gradients,
+# determinism, the bad-input matrix. Included by tests/CMakeLists.txt.
+
+# --- A rank dies during a step (CPU/MPI path) --------------------------------
+# Open MPI kills every rank when one dies unless orte_enable_recovery is set
+# (seen with 4.1.4: `--mca orte_abort_on_non_zero_status 0` alone still killed
+# the survivors). With it, mpirun's exit status is 0 whatever the ranks return,
+# so each survivor writes a verdict file and a second test judges the files.
+add_executable(die_in_step hardening/die_in_step.cpp)
+target_link_libraries(die_in_step PRIVATE dmuon MPI::MPI_CXX)
+# The test's MPI_* definitions must win over libmpi's for a shared libdmuon too.
+set_target_properties(die_in_step PROPERTIES ENABLE_EXPORTS ON)
+
+set(dmuon_die_timeout_ms 1500)
+foreach(point adam_allreduce muon_reduce_scatter grad_norm muon_allgather)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/hardening/die_${point})
+  file(MAKE_DIRECTORY ${dir})
+  dmuon_add_mpi_test(NAME die_in_${point} COMMAND die_in_step ${point} ${dir} 1 ${dmuon_die_timeout_ms}
+                     NPROCS 3 LABELS hardening)
+  set_tests_properties(die_in_${point}_np3 PROPERTIES
+    ENVIRONMENT "${DMUON_TEST_ENV};OMPI_MCA_orte_enable_recovery=1"
+    TIMEOUT 60 FIXTURES_SETUP die_${point})
+  add_test(NAME die_in_${point}_verdict
+           COMMAND ${CMAKE_COMMAND} -DDIR=${dir} -DNPROCS=3 -DVICTIM=1
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/hardening/check_verdicts.cmake)
+  set_tests_properties(die_in_${point}_verdict PROPERTIES FIXTURES_REQUIRED die_${point} LABELS hardening)
+endforeach()
+
+# The watchdog path against the blocking one, and a rank later than the timeout.
+dmuon_add_gtest(test_timeout_path SOURCES hardening/test_timeout_path.cpp NPROCS 1 2 3 LABELS hardening)
