@@ -23,6 +23,7 @@ struct SaveJobs {
   std::vector<DatasetJob> jobs;        // data datasets, in file order
   std::vector<std::vector<char>> staging;  // device backends: host copies of the pieces
   std::vector<unsigned char> index_bytes;
+  H5Id index_type;
 };
 
 DatasetJob data_job(const std::string& path, Dtype d, Buffer b, std::vector<Piece> pieces, void* base,
@@ -102,8 +103,10 @@ SaveJobs build_jobs(const Optimizer& opt, int rank, int world) {
   }
   // The index is written by rank 0 alone (it is small and the same everywhere).
   s.index_bytes = pack_index(index_rows(params, c));
+  s.index_type = h5_type(index_file_type(), DMUON_ERR_IO, "cannot build the index type");
   DatasetJob index;
   index.path = kIndexPath;
+  index.file_type = s.index_type;
   index.elem = kIndexRowBytes;
   index.total = static_cast<int64_t>(params.size());
   index.chunk = 1024;

@@ -1,0 +1,49 @@
+# Checkpoint tests (hdf5_io): save on N ranks and restore on M, crash in the
+# middle of a save, damaged files, another model, h5dump. Every test writes
+# under the build tree (its working directory), never in the source tree.
+set(ckpt_dir ${CMAKE_CURRENT_BINARY_DIR}/checkpoint_data)
+file(MAKE_DIRECTORY ${ckpt_dir})
+
+add_library(dmuon_ckpt_test_support STATIC checkpoint/h5_inspect.cpp support/reference.cpp)
+target_include_directories(dmuon_ckpt_test_support PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src
+                           ${PROJECT_SOURCE_DIR}/hdf5_io ${HDF5_INCLUDE_DIRS})
+target_compile_definitions(dmuon_ckpt_test_support PUBLIC ${HDF5_C_DEFINITIONS})
+target_link_libraries(dmuon_ckpt_test_support PUBLIC dmuon MPI::MPI_CXX ${HDF5_C_LIBRARIES})
+
+add_executable(ckpt_tool checkpoint/ckpt_tool.cpp)
+target_link_libraries(ckpt_tool PRIVATE dmuon_ckpt_test_support)
+
+# Save on N, restore on M, continue K steps, compare bitwise with an uninterrupted run.
+set(ckpt_steps 5)
+set(ckpt_more 3)
+foreach(pair IN ITEMS 2:1 1:4 4:2 3:2 2:5 2:2)
+  string(REPLACE ":" ";" nm ${pair})
+  list(GET nm 0 n)
+  list(GET nm 1 m)
+  set(case checkpoint_resume_${n}to${m})
+  dmuon_add_mpi_test(NAME ${case}_save COMMAND ckpt_tool save ${ckpt_dir}/${n}to${m} ${ckpt_steps} NPROCS ${n}
+                     LABELS checkpoint PROPERTIES FIXTURES_SETUP ${case})
+  dmuon_add_mpi_test(NAME ${case}_restore COMMAND ckpt_tool resume ${ckpt_dir}/${n}to${m} ${ckpt_steps} ${ckpt_more} ${n}
+                     NPROCS ${m} LABELS checkpoint PROPERTIES FIXTURES_REQUIRED ${case})
+endforeach()
+
+# A rank is SIGKILLed in the middle of a save (test-only fault point); then
+# `latest` still restores the previous checkpoint.
+set(crash_dir ${ckpt_dir}/crash)
+dmuon_add_mpi_test(NAME checkpoint_crash_prepare COMMAND ckpt_tool crash-prepare ${crash_dir} 4 NPROCS 2
+                   LABELS checkpoint PROPERTIES FIXTURES_SETUP checkpoint_crash_prepared)
+dmuon_add_mpi_test(NAME checkpoint_crash_kill COMMAND ckpt_tool crash ${crash_dir} 4 2 NPROCS 2 LABELS checkpoint
+                   PROPERTIES WILL_FAIL TRUE TIMEOUT 120 FIXTURES_REQUIRED checkpoint_crash_prepared
+                              FIXTURES_SETUP checkpoint_crash_killed)
+set_tests_properties(checkpoint_crash_kill_np2 PROPERTIES ENVIRONMENT "${DMUON_TEST_ENV};DMUON_FAULT_POINT=save-kill@1")
+dmuon_add_mpi_test(NAME checkpoint_crash_verify COMMAND ckpt_tool crash-verify ${crash_dir} 4 2 NPROCS 3
+                   LABELS checkpoint)
+set_tests_properties(checkpoint_crash_verify_np3 PROPERTIES FIXTURES_REQUIRED "checkpoint_crash_prepared;checkpoint_crash_killed")
+
+# h5dump reads a checkpoint and shows the fletcher32 filter.
+find_program(H5DUMP_EXECUTABLE h5dump)
+if(H5DUMP_EXECUTABLE)
+  add_test(NAME checkpoint_h5dump COMMAND ${H5DUMP_EXECUTABLE} -p -H ${ckpt_dir}/2to1/ckpt_${ckpt_steps}.h5)
+  set_tests_properties(checkpoint_h5dump PROPERTIES LABELS checkpoint FIXTURES_REQUIRED checkpoint_resume_2to1
+                       PASS_REGULAR_EXPRESSION "CHECKSUM FLETCHER32")
+endif()

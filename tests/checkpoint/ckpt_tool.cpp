@@ -1,0 +1,181 @@
+// Save on N ranks, restore on M: the programs that CTest chains (a saver test
+// sets up a directory, a restorer test requires it). Exit status 0 only when
+// every check passed on every rank.
+//
+//   ckpt_tool save DIR S            S steps, checkpoints at steps S-2 and S
+//   ckpt_tool resume DIR S K N      restore DIR (saved on N ranks), compare with
+//                                   an uninterrupted S-step run, re-save and compare
+//                                   the checksums, then K more steps on both
+//   ckpt_tool crash-prepare DIR S   S steps and a checkpoint at S
+//   ckpt_tool crash DIR S K         restore, K steps, save at S+K (the test arms
+//                                   DMUON_FAULT_POINT=save-kill@1: a rank dies mid-save)
+//   ckpt_tool crash-verify DIR S K  `latest` still restores step S, nothing lost
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ckpt_model.hpp"
+#include "h5_inspect.hpp"
+
+using namespace ckpt_test;
+
+namespace {
+
+int g_rank = 0;
+bool g_ok = true;
+
+void expect(bool cond, const std::string& what) {
+  if (cond) return;
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
+  g_ok = false;
+}
+
+void expect_same(const State& a, const State& b, const std::string& when) {
+  const std::string diff = first_difference(a, b);
+  expect(diff.empty(), when + ": " + diff);
+}
+
+void fresh_directory(const std::string& dir) {
+  if (g_rank == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+void save(Run& run, const std::string& dir, int64_t step) {
+  dmuon_checkpoint_options_t o = DMUON_CHECKPOINT_OPTIONS_INIT;
+  o.keep_last = 0;
+  run.check(dmuon_checkpoint_save(run.opt, dir.c_str(), step, &o), "save");
+}
+
+int mode_save(const std::string& dir, int s) {
+  fresh_directory(dir);
+  Run a(mixed_model());
+  dmuon_checkpoint_set_attribute(a.opt, "saved_on", std::to_string(a.world).c_str());
+  for (int i = 0; i < s; ++i) {
+    a.step(i);
+    if (i + 1 == s - 2) save(a, dir, s - 2);
+  }
+  save(a, dir, s);
+  expect(a.ok, "saving");
+  expect(read_text(dir + "/latest") == "ckpt_" + std::to_string(s) + ".h5", "latest names the last checkpoint");
+  return 0;
+}
+
+int mode_resume(const std::string& dir, int s, int k, int saved_on) {
+  Run b(mixed_model(), /*seed=*/2);  // different parameters: the restore must replace them all
+  int64_t user_step = -1;
+  b.check(dmuon_checkpoint_restore(b.opt, dir.c_str(), &user_step), "restore");
+  expect(user_step == s, "restored user step " + std::to_string(user_step) + ", expected " + std::to_string(s));
+  expect(b.attribute("saved_on") == std::to_string(saved_on), "user attribute 'saved_on'");
+  expect(b.attribute("dmuon.saved_world_size") == std::to_string(saved_on), "dmuon.saved_world_size");
+  expect(b.attribute("dmuon.plan") == (saved_on == b.world ? "replayed" : "replanned"),
+         "dmuon.plan is '" + b.attribute("dmuon.plan") + "'");
+  expect(b.attribute("dmuon.fallback").empty(), "no fallback expected");
+
+  Run a(mixed_model());
+  for (int i = 0; i < s; ++i) a.step(i);
+  expect_same(a.state(), b.state(), "right after restore");
+
+  // Saving the restored state on this world size gives the same checksums:
+  // the format and its CRCs do not depend on the number of ranks.
+  const std::string again = dir + "_resaved_np" + std::to_string(b.world);
+  fresh_directory(again);
+  save(b, again, s);
+  if (b.rank == 0) {
+    auto original = dataset_crcs(dir + "/ckpt_" + std::to_string(s) + ".h5");
+    auto resaved = dataset_crcs(again + "/ckpt_" + std::to_string(s) + ".h5");
+    // The index holds the plan (owners), which depends on the world size by design.
+    expect(original.count("/index") && resaved.count("/index") && original.size() > 4, "datasets missing");
+    original.erase("/index");
+    resaved.erase("/index");
+    for (const auto& [path, crc] : original)
+      expect(resaved.count(path) && resaved.at(path) == crc, "checksum of " + path + " differs between world sizes");
+  }
+
+  for (int i = s; i < s + k; ++i) {
+    a.step(i);
+    b.step(i);
+  }
+  expect_same(a.state(), b.state(), "after " + std::to_string(k) + " more steps");
+  expect(a.ok && b.ok, "library calls");
+  return 0;
+}
+
+int mode_crash_prepare(const std::string& dir, int s) {
+  fresh_directory(dir);
+  Run a(mixed_model());
+  for (int i = 0; i < s; ++i) a.step(i);
+  save(a, dir, s);
+  expect(a.ok, "saving");
+  return 0;
+}
+
+int mode_crash(const std::string& dir, int s, int k) {
+  Run a(mixed_model(), 2);
+  a.check(dmuon_checkpoint_restore(a.opt, dir.c_str(), nullptr), "restore");
+  for (int i = s; i < s + k; ++i) a.step(i);
+  save(a, dir, s + k);  // a rank is killed in here
+  return 0;             // reaching this means the fault point did not fire
+}
+
+int mode_crash_verify(const std::string& dir, int s, int k) {
+  const std::string killed = dir + "/ckpt_" + std::to_string(s + k) + ".h5";
+  if (g_rank == 0) {
+    // The killed save left its temporary file, and nothing else moved.
+    expect(std::filesystem::exists(killed + ".tmp"), "the killed save left no " + killed + ".tmp (did it run?)");
+    expect(!std::filesystem::exists(killed), killed + " must not exist");
+    expect(read_text(dir + "/latest") == "ckpt_" + std::to_string(s) + ".h5", "latest still names step " + std::to_string(s));
+  }
+  Run b(mixed_model(), 2);
+  int64_t user_step = -1;
+  b.check(dmuon_checkpoint_restore(b.opt, dir.c_str(), &user_step), "restore");
+  expect(user_step == s, "restored step");
+  Run a(mixed_model());
+  for (int i = 0; i < s; ++i) a.step(i);
+  expect_same(a.state(), b.state(), "restored after the crash");
+  // Life goes on: the same save now succeeds and clears the leftover.
+  for (int i = s; i < s + k; ++i) b.step(i);
+  save(b, dir, s + k);
+  if (g_rank == 0) {
+    expect(std::filesystem::exists(killed) && !std::filesystem::exists(killed + ".tmp"), "save after the crash");
+    expect(read_text(dir + "/latest") == "ckpt_" + std::to_string(s + k) + ".h5", "latest moved");
+  }
+  expect(a.ok && b.ok, "library calls");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const std::string dir = argc > 2 ? argv[2] : "";
+  auto arg = [&](int i) { return argc > i ? std::atoi(argv[i]) : -1; };
+  if (mode == "save" && argc == 4)
+    mode_save(dir, arg(3));
+  else if (mode == "resume" && argc == 6)
+    mode_resume(dir, arg(3), arg(4), arg(5));
+  else if (mode == "crash-prepare" && argc == 4)
+    mode_crash_prepare(dir, arg(3));
+  else if (mode == "crash" && argc == 5)
+    mode_crash(dir, arg(3), arg(4));
+  else if (mode == "crash-verify" && argc == 5)
+    mode_crash_verify(dir, arg(3), arg(4));
+  else
+    expect(false, "usage: ckpt_tool save|resume|crash-prepare|crash|crash-verify DIR ...");
+  const bool all = all_ranks(g_ok);
+  if (g_rank == 0) std::printf("%s\n", all ? "PASSED" : "FAILED");
+  MPI_Finalize();
+  return all ? 0 : 1;
+}
