@@ -208,6 +208,7 @@ int dmuon_optimizer_destroy(dmuon_optimizer_t *opt);
 /**
  * Register a parameter. Every rank registers the same list in the same order
  * (checked collectively by dmuon_optimizer_finalize()).
+ * @param opt    the optimizer, not yet finalized
  * @param name   unique, at most 255 bytes
  * @param kind   ::dmuon_kind_t; Muon parameters must have ndim == 2
  * @param dtype  ::dmuon_dtype_t
