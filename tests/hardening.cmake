@@ -28,3 +28,6 @@ endforeach()
 
 # The watchdog path against the blocking one, and a rank later than the timeout.
 dmuon_add_gtest(test_timeout_path SOURCES hardening/test_timeout_path.cpp NPROCS 1 2 3 LABELS hardening)
+
+# Non-finite gradients over the whole state (test_muon covers the Muon side).
+dmuon_add_gtest(test_nonfinite SOURCES hardening/test_nonfinite.cpp NPROCS 1 3 LABELS hardening)
