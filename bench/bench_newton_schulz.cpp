@@ -5,8 +5,10 @@
 // does), the time of the NS call the step makes (normalise + iterations), with
 // flops counted as full GEMMs: per iteration 2k^2n (X X^T) + 2k^3 (A A) +
 // 2k^2n (B X). Beside it, in the same run: the sgemm rate of the iteration's
-// own largest product (k x k times k x n), and X X^T through sgemm and through
-// ssyrk (the decision between them, docs/decisions.md).
+// own largest product (k x k times k x n); NS again with SYRK for its two
+// symmetric products, and those products (X X^T, A A) alone both ways (the
+// decision between them, docs/decisions.md). Times in ms; ratio = NS GF/s over
+// the sgemm GF/s of the same shape.
 //
 // --mode step (any number of ranks): dmuon_step on a fixed mixed model, the
 // median over the timed steps of the slowest rank.
@@ -66,8 +68,9 @@ void fill(std::vector<float>& v, unsigned seed) {
 }
 
 void bench_ns(const std::vector<std::pair<long, long>>& shapes, int steps, int repeats, int batch) {
-  std::printf("%-10s %5s %10s %10s %10s %10s %7s %12s %12s\n", "shape", "batch", "ns_ms", "ns_GF/s", "gemm_GF/s",
-              "peak_GF/s", "ratio", "xxt_gemm_ms", "xxt_syrk_ms");
+  std::printf("%-10s %5s | %8s %8s %6s | %8s %8s %6s | %9s %9s | %8s %8s %8s %8s\n", "shape", "batch", "ns_ms",
+              "GF/s", "ratio", "syrk_ms", "GF/s", "ratio", "gemm_GF/s", "peak_GF/s", "xxt_gemm", "xxt_syrk",
+              "aa_gemm", "aa_syrk");
   // A large square sgemm as the machine's reference rate, once per run.
   const int big = 2048;
   std::vector<float> pa(static_cast<std::size_t>(big) * big), pb(pa.size()), pc(pa.size());
@@ -107,15 +110,23 @@ void bench_ns(const std::vector<std::pair<long, long>>& shapes, int steps, int r
     const double t_xxt_syrk = best_of(repeats, [] {}, [&] {
       ssyrk_row_major(static_cast<int>(k), static_cast<int>(n), 1.0f, x.data(), 0.0f, a.data());
     });
-    const double ns_rate = flops / t_ns / 1e9;
+    // A A for the symmetric A just formed, both ways.
+    std::vector<float> b(a.size());
+    const double t_aa_gemm = best_of(repeats, [] {}, [&] {
+      sgemm_row_major(false, static_cast<int>(k), static_cast<int>(k), static_cast<int>(k), 1.0f, a.data(), a.data(),
+                      0.0f, b.data());
+    });
+    const double t_aa_syrk = best_of(repeats, [] {}, [&] {
+      ssyrk_row_major(static_cast<int>(k), static_cast<int>(k), 1.0f, a.data(), 0.0f, b.data());
+    });
+    const double t_ns_syrk = run_ns(SymmetricProduct::ssyrk);
+    const double ns_rate = flops / t_ns / 1e9, syrk_rate = flops / t_ns_syrk / 1e9;
     char shape[32];
     std::snprintf(shape, sizeof shape, "%ldx%ld", rows, cols);
-    std::printf("%-10s %5d %10.3f %10.1f %10.1f %10.1f %7.2f %12.3f %12.3f\n", shape, batch, t_ns * 1e3, ns_rate,
-                gemm_rate, peak, ns_rate / gemm_rate, t_xxt_gemm * 1e3, t_xxt_syrk * 1e3);
-    // With ssyrk in the iteration, for the record.
-    const double t_ns_syrk = run_ns(SymmetricProduct::ssyrk);
-    std::printf("%-10s %5d %10.3f %10.1f %10s %10s %7.2f   (NS with ssyrk for X X^T)\n", shape, batch, t_ns_syrk * 1e3,
-                flops / t_ns_syrk / 1e9, "", "", flops / t_ns_syrk / 1e9 / gemm_rate);
+    std::printf("%-10s %5d | %8.2f %8.1f %6.2f | %8.2f %8.1f %6.2f | %9.1f %9.1f | %8.3f %8.3f %8.3f %8.3f\n", shape,
+                batch, t_ns * 1e3, ns_rate, ns_rate / gemm_rate, t_ns_syrk * 1e3, syrk_rate, syrk_rate / gemm_rate,
+                gemm_rate, peak, t_xxt_gemm * 1e3, t_xxt_syrk * 1e3, t_aa_gemm * 1e3, t_aa_syrk * 1e3);
+    std::fflush(stdout);
   }
 }
 

@@ -6,6 +6,7 @@
 // column-major N x M matrix of the same memory, so C = A op(B) in row-major is
 // C^T = op(B)^T A^T in column-major: swap the operands and M with N, no copy.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 
 extern "C" {
@@ -36,9 +37,14 @@ inline void ssyrk_row_major(int M, int K, float alpha, const float* A, float bet
   // A row-major M x K is column-major K x M (lda = K): A A^T = op(A)^T op(A) with trans 'T'.
   const char uplo = 'U', trans = 'T';
   ssyrk_(&uplo, &trans, &M, &K, &alpha, A, &K, &beta, C, &M, 1, 1);
-  // Column-major upper (i <= j at C[i + j M]) is row-major lower: copy it up.
-  for (int r = 0; r < M; ++r)
-    for (int c = r + 1; c < M; ++c) C[static_cast<std::size_t>(r) * M + c] = C[static_cast<std::size_t>(c) * M + r];
+  // Column-major upper (i <= j at C[i + j M]) is row-major lower: copy it up,
+  // in tiles so that the strided reads stay in cache.
+  constexpr int tile = 32;
+  for (int r0 = 0; r0 < M; r0 += tile)
+    for (int c0 = r0; c0 < M; c0 += tile)
+      for (int r = r0; r < std::min(M, r0 + tile); ++r)
+        for (int c = std::max(c0, r + 1); c < std::min(M, c0 + tile); ++c)
+          C[static_cast<std::size_t>(r) * M + c] = C[static_cast<std::size_t>(c) * M + r];
 }
 
 }  // namespace dmuon

@@ -21,36 +21,54 @@ struct HostBatch {
 
 // The Engine of newton_schulz_iterate on the host. BLAS already spreads one
 // product over the cores, so "batched" is a loop over the matrices.
+//
+// Two of the iteration's three products are symmetric: A = X X^T, and A A
+// (A is symmetric, so A A = A A^T). With SymmetricProduct::ssyrk both go
+// through SYRK, which computes one triangle (half the flops) and is mirrored.
+// The engine recognises them by tracking which handles hold a symmetric
+// matrix: results of M M^T, copies of those, and beta-updates of those.
 class HostEngine {
  public:
   HostEngine(int batch, SymmetricProduct product) : batch_(batch), product_(product) {}
 
   void gemm(bool trans_b, long M, long N, long K, float alpha, HostBatch A, HostBatch B, float beta, HostBatch C) {
-    // X X^T is the only product the iteration forms with trans_b on one operand twice.
-    const bool symmetric = trans_b && A == B && M == N && product_ == SymmetricProduct::ssyrk;
+    // A op(A) is A A^T when transposed, or A A for a symmetric A.
+    const bool self_transpose = A == B && M == N && (trans_b || (M == K && symmetric(A.data)));
+    // Adding beta C keeps the result symmetric only when C already is.
+    const bool symmetric_result = self_transpose && (beta == 0.0f || symmetric(C.data));
+    const bool syrk = symmetric_result && product_ == SymmetricProduct::ssyrk;
     for (int i = 0; i < batch_; ++i) {
       const float* a = A.data + i * A.stride;
       const float* b = B.data + i * B.stride;
       float* c = C.data + i * C.stride;
-      if (symmetric)
+      if (syrk)
         ssyrk_row_major(static_cast<int>(M), static_cast<int>(K), alpha, a, beta, c);
       else
         sgemm_row_major(trans_b, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, a, b, beta, c);
     }
+    mark(C.data, symmetric_result);
   }
 
   void copy(HostBatch dst, HostBatch src, long elements) {
     const std::size_t bytes = static_cast<std::size_t>(elements) * sizeof(float);
     if (dst.stride == elements && src.stride == elements) {  // contiguous: one pass
       std::memcpy(dst.data, src.data, bytes * static_cast<std::size_t>(batch_));
-      return;
+    } else {
+      for (int i = 0; i < batch_; ++i) std::memcpy(dst.data + i * dst.stride, src.data + i * src.stride, bytes);
     }
-    for (int i = 0; i < batch_; ++i) std::memcpy(dst.data + i * dst.stride, src.data + i * src.stride, bytes);
+    mark(dst.data, symmetric(src.data));
   }
 
  private:
+  bool symmetric(const float* p) const { return std::find(sym_.begin(), sym_.end(), p) != sym_.end(); }
+  void mark(const float* p, bool is_symmetric) {
+    sym_.erase(std::remove(sym_.begin(), sym_.end(), p), sym_.end());
+    if (is_symmetric) sym_.push_back(p);
+  }
+
   int batch_;
   SymmetricProduct product_;
+  std::vector<const float*> sym_;  // handles now holding symmetric matrices (at most four)
 };
 
 }  // namespace

@@ -9,8 +9,9 @@
 
 namespace dmuon {
 
-// How A = X X^T is formed: a general product, or a symmetric rank-k update
-// (half the flops, but a different kernel; docs/decisions.md has the timing).
+// How the iteration's symmetric products (X X^T, and A A for the symmetric A)
+// are formed: general products, or symmetric rank-k updates (half the flops,
+// another kernel; docs/decisions.md has the timing).
 enum class SymmetricProduct { sgemm, ssyrk };
 
 // Floats of workspace for `batch` k x n matrices: X and Xn (k x n), A and B (k x k).
