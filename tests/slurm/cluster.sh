@@ -62,13 +62,17 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=${dir}/munge/munge.socket.2
+# cred_expire: a requeued job waits this long before it may start again
+# (default 120 s); sched_interval: the scheduler's periodic pass, which is what
+# starts a job whose begin time has passed (default 60 s). Short, for the test.
+AuthInfo=socket=${dir}/munge/munge.socket.2,cred_expire=10
 # No cgroups in a container: track processes through /proc, bind nothing.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
 SwitchType=switch/none
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides

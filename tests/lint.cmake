@@ -1,0 +1,22 @@
+# Shell scripts (label lint): `bash -n` and shellcheck over the job scripts,
+# the helper scripts, CI's entry point and the slurm test's scripts. The file
+# lists are globbed when the test runs, so a new script is checked without
+# re-running CMake. shellcheck runs from the top of the tree, where the
+# `# shellcheck source=` paths of the scripts are rooted.
+set(dmuon_lint_scripts "jobscripts/*.sh jobscripts/lib/*.sh scripts/*.sh .ci/run tests/slurm/*.sh")
+
+add_test(NAME lint_bash_syntax
+         COMMAND bash -c "status=0; for f in ${dmuon_lint_scripts}; do bash -n \"$f\" || { echo \"bash -n failed: $f\"; status=1; }; done; exit $status"
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+
+find_program(SHELLCHECK_EXECUTABLE shellcheck)
+if(SHELLCHECK_EXECUTABLE)
+  add_test(NAME lint_shellcheck
+           COMMAND bash -c "\"${SHELLCHECK_EXECUTABLE}\" --external-sources ${dmuon_lint_scripts}"
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+else()
+  # Missing shellcheck is a failure, not a pass: CI installs it (apt-get install shellcheck).
+  add_test(NAME lint_shellcheck
+           COMMAND bash -c "echo 'shellcheck not found when CMake ran: apt-get install shellcheck, then re-run cmake' >&2; exit 1")
+endif()
+set_tests_properties(lint_bash_syntax lint_shellcheck PROPERTIES LABELS lint TIMEOUT 120)
