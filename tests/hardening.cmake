@@ -31,3 +31,23 @@ dmuon_add_gtest(test_timeout_path SOURCES hardening/test_timeout_path.cpp NPROCS
 
 # Non-finite gradients over the whole state (test_muon covers the Muon side).
 dmuon_add_gtest(test_nonfinite SOURCES hardening/test_nonfinite.cpp NPROCS 1 3 LABELS hardening)
+
+# Determinism: two runs (separate processes) with the same inputs and rank
+# count give the same state and the same checkpoint datasets and attributes.
+add_executable(determinism hardening/determinism.cpp)
+target_link_libraries(determinism PRIVATE dmuon_test_support ${HDF5_C_LIBRARIES})
+target_include_directories(determinism PRIVATE ${HDF5_INCLUDE_DIRS})
+target_compile_definitions(determinism PRIVATE ${HDF5_C_DEFINITIONS})
+set(dmuon_det_steps 6)
+foreach(n 2 3)
+  set(det_dir ${CMAKE_CURRENT_BINARY_DIR}/hardening/determinism_np${n})
+  foreach(run a b)
+    file(MAKE_DIRECTORY ${det_dir}/${run})
+    dmuon_add_mpi_test(NAME determinism_${run} COMMAND determinism run ${det_dir}/${run} ${dmuon_det_steps}
+                       NPROCS ${n} LABELS hardening PROPERTIES FIXTURES_SETUP determinism_np${n})
+  endforeach()
+  add_test(NAME determinism_compare_np${n}
+           COMMAND determinism compare ${det_dir}/a ${det_dir}/b ${n} ${dmuon_det_steps})
+  set_tests_properties(determinism_compare_np${n} PROPERTIES FIXTURES_REQUIRED determinism_np${n}
+                       LABELS hardening ENVIRONMENT "${DMUON_TEST_ENV}")
+endforeach()
