@@ -97,7 +97,11 @@ __device__ inline void store_f4(float* p, const float* in, int n) {
 }
 
 // One block per chunk of one row. The guard (skip) and the row's active flag
-// are read on the device: no host branch depends on the step's outcome.
+// are read on the device: no host branch depends on the step's outcome. The
+// row's scalars are derived once per block; each thread keeps kUnroll vectors
+// of loads in flight to cover memory latency.
+constexpr int kUnroll = 2;
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, const T* __restrict__ grad,
                                                        float* __restrict__ m, float* __restrict__ v,
@@ -105,31 +109,49 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
                                                        const AdamScalarRow* __restrict__ rows,
                                                        const int64_t* __restrict__ steps, const StepStats* stats) {
   constexpr int V = Vec<T>::V;
+  __shared__ AdamScalarRow r;
+  __shared__ AdamDerived d;
+  __shared__ float clip;
+  __shared__ int live;
   const AdamChunk c = chunks[blockIdx.x];
-  const AdamScalarRow r = rows[c.row];
-  if (stats->skip || !r.active) return;
-  const AdamDerived d = adam_derive(r, steps[c.row] + 1);
-  const float clip = static_cast<float>(stats->clip_coef);
+  if (threadIdx.x == 0) {
+    r = rows[c.row];
+    live = !stats->skip && r.active;
+    if (live) d = adam_derive(r, steps[c.row] + 1);
+    clip = static_cast<float>(stats->clip_coef);
+  }
+  __syncthreads();
+  if (!live) return;
   const int64_t end = c.start + c.count;
-  for (int64_t i = c.start + int64_t(threadIdx.x) * V; i < end; i += int64_t(kThreads) * V) {
-    if (i + V <= end) {
-      float p[V], g[V], mm[V], vv[V];
-      Vec<T>::load(param + i, p);
-      Vec<T>::load(grad + i, g);
-      load_f4(m + i, mm, V);
-      load_f4(v + i, vv, V);
+  for (int64_t base = c.start + int64_t(threadIdx.x) * V; base < end; base += int64_t(kThreads) * V * kUnroll) {
+    float p[kUnroll][V], g[kUnroll][V], mm[kUnroll][V], vv[kUnroll][V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) p[k] = adam_element(p[k], g[k] * clip, mm[k], vv[k], r, d);
-      Vec<T>::store(param + i, p);
-      store_f4(m + i, mm, V);
-      store_f4(v + i, vv, V);
-    } else {
-      for (int64_t j = i; j < end; ++j) {
-        const float p = adam_element(to_f(param[j]), to_f(grad[j]) * clip, m[j], v[j], r, d);
-        if constexpr (sizeof(T) == 4)
-          param[j] = p;
-        else
-          param[j] = float_to_bf16(p);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + int64_t(u) * kThreads * V;
+      if (i + V <= end) {
+        Vec<T>::load(param + i, p[u]);
+        Vec<T>::load(grad + i, g[u]);
+        load_f4(m + i, mm[u], V);
+        load_f4(v + i, vv[u], V);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + int64_t(u) * kThreads * V;
+      if (i + V <= end) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) p[u][k] = adam_element(p[u][k], g[u][k] * clip, mm[u][k], vv[u][k], r, d);
+        Vec<T>::store(param + i, p[u]);
+        store_f4(m + i, mm[u], V);
+        store_f4(v + i, vv[u], V);
+      } else {
+        for (int64_t j = i; j < end; ++j) {  // the row's ragged end
+          const float x = adam_element(to_f(param[j]), to_f(grad[j]) * clip, m[j], v[j], r, d);
+          if constexpr (sizeof(T) == 4)
+            param[j] = x;
+          else
+            param[j] = float_to_bf16(x);
+        }
       }
     }
   }

@@ -215,15 +215,17 @@ void CudaBackend::download(void* host, const void* src, std::size_t bytes) {
 void CudaBackend::synchronize() { sync_all(); }
 
 // ------------------------------------------------------------ collectives
+// On one rank every collective is the identity; NCCL would still launch a
+// copy kernel over the whole buffer (measured: 0.3 ms of a 1.5 ms Adam step).
 void CudaBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
-  if (!count || replaying()) return;
+  if (!count || replaying() || world_ == 1) return;
   nccl_check(ncclAllReduce(buf, buf, static_cast<size_t>(count), nccl_type(dtype), ncclAvg, as_comm(nccl_),
                            as_stream(stream_handle())),
              "ncclAllReduce (average of gradients)");
 }
 
 void CudaBackend::reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) {
-  if (!segment || replaying()) return;
+  if (!segment || replaying() || world_ == 1) return;
   char* mine = static_cast<char*>(buf) + static_cast<std::size_t>(rank_ * segment) * dtype_size(dtype);
   nccl_check(ncclReduceScatter(buf, mine, static_cast<size_t>(segment), nccl_type(dtype), ncclAvg, as_comm(nccl_),
                                as_stream(stream_handle())),
@@ -231,7 +233,7 @@ void CudaBackend::reduce_scatter_average(void* buf, int64_t segment, Dtype dtype
 }
 
 void CudaBackend::allgather(void* buf, int64_t segment, Dtype dtype) {
-  if (!segment || replaying()) return;
+  if (!segment || replaying() || world_ == 1) return;
   char* mine = static_cast<char*>(buf) + static_cast<std::size_t>(rank_ * segment) * dtype_size(dtype);
   nccl_check(ncclAllGather(mine, buf, static_cast<size_t>(segment), nccl_type(dtype), as_comm(nccl_),
                            as_stream(stream_handle())),
@@ -239,7 +241,7 @@ void CudaBackend::allgather(void* buf, int64_t segment, Dtype dtype) {
 }
 
 void CudaBackend::allreduce_sum_f64(double* buf, int count) {
-  if (!count || replaying()) return;
+  if (!count || replaying() || world_ == 1) return;
   nccl_check(ncclAllReduce(buf, buf, static_cast<size_t>(count), ncclFloat64, ncclSum, as_comm(nccl_),
                            as_stream(stream_handle())),
              "ncclAllReduce (gradient norm)");

@@ -1,0 +1,137 @@
+// Shared pieces of the CUDA benchmarks: building an optimizer from a list of
+// parameters, filling it on the device, and timing steps with CUDA events on
+// the optimizer's stream. Results are printed as "RESULT <key> <value>" lines
+// that scripts/gpu_check.sh gathers into its table.
+#pragma once
+#include <cuda_runtime.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "dmuon/dmuon.h"
+
+namespace bench {
+
+struct Param {
+  std::string name;
+  int kind;
+  int dtype;
+  std::vector<int64_t> shape;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    return n;
+  }
+};
+
+inline void check(int rc, const char* what, dmuon_context_t ctx = nullptr) {
+  if (rc == DMUON_SUCCESS) return;
+  std::fprintf(stderr, "%s failed: %s (%s)\n", what, dmuon_error_string(rc), dmuon_context_last_error(ctx));
+  std::exit(1);
+}
+inline void cuda(cudaError_t rc, const char* what) {
+  if (rc == cudaSuccess) return;
+  std::fprintf(stderr, "%s failed: %s\n", what, cudaGetErrorString(rc));
+  std::exit(1);
+}
+
+// Deterministic values in [-scale, scale) written on the device.
+__global__ void fill_kernel(void* p, int64_t n, int bf16, uint32_t seed, float scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed * 2246822519u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float v = scale * (static_cast<float>(h & 0xffffff) / 8388608.0f - 1.0f);
+    if (bf16) {
+      uint32_t bits;
+      memcpy(&bits, &v, 4);
+      static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+    } else {
+      static_cast<float*>(p)[i] = v;
+    }
+  }
+}
+
+inline void fill(void* p, int64_t n, int dtype, uint32_t seed, float scale, cudaStream_t s) {
+  fill_kernel<<<1024, 256, 0, s>>>(p, n, dtype == DMUON_DTYPE_BF16, seed, scale);
+  cuda(cudaGetLastError(), "fill_kernel");
+}
+
+struct Run {
+  dmuon_context_t ctx = nullptr;
+  dmuon_optimizer_t opt = nullptr;
+  cudaStream_t stream = nullptr;
+  Run(const std::vector<Param>& params, dmuon_options_t o) {
+    cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    o.cuda_stream = stream;
+    check(dmuon_context_create(MPI_COMM_WORLD, "cuda", &ctx), "dmuon_context_create");
+    check(dmuon_optimizer_create(ctx, &o, &opt), "dmuon_optimizer_create", ctx);
+    for (const Param& p : params)
+      check(dmuon_register(opt, p.name.c_str(), p.kind, p.dtype, static_cast<int>(p.shape.size()), p.shape.data(), 1.0,
+                           1.0, nullptr),
+            "dmuon_register", ctx);
+    check(dmuon_optimizer_finalize(opt), "dmuon_optimizer_finalize", ctx);
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      void *d = nullptr, *g = nullptr;
+      check(dmuon_param_view(opt, static_cast<int>(k), &d, &g), "dmuon_param_view", ctx);
+      fill(d, params[k].numel(), params[k].dtype, 2 * k + 1, 0.5f, stream);
+      fill(g, params[k].numel(), params[k].dtype, 2 * k + 2, 0.01f, stream);
+    }
+    cuda(cudaStreamSynchronize(stream), "fill");
+  }
+  ~Run() {
+    dmuon_optimizer_destroy(&opt);
+    dmuon_context_destroy(&ctx);
+    cudaStreamDestroy(stream);
+  }
+  // GPU milliseconds per step over `iters` steps after `warm` steps.
+  double ms_per_step(int warm, int iters) {
+    for (int i = 0; i < warm; ++i) check(dmuon_step(opt), "dmuon_step", ctx);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cuda(cudaEventRecord(a, stream), "cudaEventRecord");
+    for (int i = 0; i < iters; ++i) check(dmuon_step(opt), "dmuon_step", ctx);
+    cuda(cudaEventRecord(b, stream), "cudaEventRecord");
+    cuda(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms / iters;
+  }
+  // Host microseconds per dmuon_step() call while a kernel holds the stream
+  // (so the device's pace does not enter): the cost of enqueuing a step.
+  double host_us_per_step(int calls);
+};
+
+__global__ void hold_kernel(volatile int* flag, long long max_cycles) {
+  const long long start = clock64();
+  while (*flag == 0 && clock64() - start < max_cycles) {
+  }
+}
+
+inline double Run::host_us_per_step(int calls) {
+  int* flag = nullptr;
+  cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
+  *flag = 0;
+  int* dflag = nullptr;
+  cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
+  hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) check(dmuon_step(opt), "dmuon_step", ctx);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
+  *reinterpret_cast<volatile int*>(flag) = 1;
+  cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  cudaFreeHost(flag);
+  return us;
+}
+
+inline void result(const std::string& key, double value) { std::printf("RESULT %s %.6g\n", key.c_str(), value); }
+
+}  // namespace bench

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""The table scripts/gpu_check.sh prints last: dmuon's CUDA benchmarks beside
+the device copy and PyTorch, each row with its goal and whether it was met."""
+import sys
+
+r = {}
+tests = []
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f[0] == "RESULT":
+        r[f[1]] = float(f[2])
+    elif f[0] == "TEST":
+        tests.append((f[1], int(f[2])))
+
+rows = []
+
+
+def row(what, ours, theirs, ratio, goal, ok):
+    rows.append((what, ours, theirs, ratio, goal, "yes" if ok else "NO"))
+
+
+def get(k):
+    return r.get(k)
+
+
+c = get("copy_gbps")
+for tag, goal in (("fp32", 1.7), ("bf16", 1.0)):
+    ms, gbps, tms = get(f"adam_{tag}_ms"), get(f"adam_{tag}_gbps"), get(f"torch_adam_{tag}_ms")
+    if gbps and c:
+        row(f"Adam {tag} bandwidth vs D2D copy", f"{gbps:.0f} GB/s", f"{c:.0f} GB/s", f"{gbps / c:.1%}", ">= 90%",
+            gbps / c >= 0.9)
+    if ms and tms:
+        row(f"Adam {tag} step vs torch fused", f"{ms:.3f} ms", f"{tms:.3f} ms", f"{tms / ms:.2f}x",
+            f">= {goal}x" if tag == "fp32" else "> 1x", tms / ms >= goal if tag == "fp32" else tms / ms > 1)
+for shape in ("768x768", "768x3072", "2048x2048", "4096x4096", "4096x16384"):
+    g, e = get(f"ns_{shape}_n1_graph_ms"), get(f"ns_{shape}_n1_eager_ms")
+    te, tg = get(f"torch_ns_{shape}_n1_eager_ms"), get(f"torch_ns_{shape}_n1_graph_ms")
+    if g and te and tg:
+        best = min(te, tg)
+        row(f"NS {shape} (graph; eager {e:.3f})", f"{g:.3f} ms", f"{te:.3f} / {tg:.3f} ms", f"{best / g:.2f}x",
+            ">= 1.3x vs both", best / g >= 1.3)
+    h = get(f"ns_{shape}_n1_host_us")
+    if h is not None:
+        row(f"NS {shape} host per replayed step", f"{h:.1f} us", "", "", "<= 30 us", h <= 30)
+s, tc, tn = get("step_step_graph_ms"), get("torch_step_clip_ms"), get("torch_step_noclip_ms")
+for mode in ("eager", "shape_graphs", "step_graph"):
+    m = get(f"step_{mode}_ms")
+    if m and tc:
+        row(f"GPT-2 step, {mode} (clip on)", f"{m:.3f} ms", f"{tc:.3f} ms (no clip {tn:.3f})", f"{tc / m:.2f}x",
+            ">= 6x", tc / m >= 6)
+h = get("step_step_graph_host_us")
+if h is not None:
+    row("GPT-2 step graph host per step", f"{h:.1f} us", "", "", "", True)
+
+w = [max(len(str(x[i])) for x in rows + [("what", "dmuon", "reference", "ratio", "goal", "met")]) for i in range(6)]
+hdr = ("what", "dmuon", "reference", "ratio", "goal", "met")
+print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
+for x in rows:
+    print("  ".join(str(v).ljust(w[i]) for i, v in enumerate(x)))
+print("tests: " + ", ".join(f"{n} {'pass' if rc == 0 else 'skip' if rc == 77 else 'FAIL'}" for n, rc in tests))

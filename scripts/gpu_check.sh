@@ -1,0 +1,67 @@
+#!/bin/bash
+# On a GPU machine: run every gpu-labelled test and every CUDA benchmark (with
+# the PyTorch comparisons) in one go, and print the benchmark table last.
+#
+#   scripts/gpu_check.sh [BIN_DIR] [LOG_DIR]
+#
+# BIN_DIR holds the built programs (a build tree such as build-gpu, or a flat
+# folder of binaries); LOG_DIR (default $OUT or /tmp/dmuon_gpu_check) receives
+# one log per program and results.txt. Exit status: number of failed tests.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:-build-gpu}
+logs=${2:-${OUT:-/tmp/dmuon_gpu_check}}
+mkdir -p "$logs"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+results=$logs/results.txt
+: > "$results"
+
+find_bin() {
+  for d in "$bin" "$bin/tests" "$bin/bench" "$bin/bin"; do
+    [ -x "$d/$1" ] && { echo "$d/$1"; return; }
+  done
+  echo "missing:$1"
+}
+
+echo "== device"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$logs/device.txt"
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1 | tee -a "$logs/device.txt"
+
+failed=0
+run_test() {  # name, command...
+  local name=$1; shift
+  local t0=$(date +%s.%N)
+  timeout 300 "$@" > "$logs/$name.log" 2>&1
+  local rc=$?
+  local dt=$(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || echo "?")
+  case $rc in
+    0) echo "PASS  $name (${dt}s)";;
+    77) echo "SKIP  $name";;
+    *) echo "FAIL  $name (rc $rc, log $logs/$name.log)"; tail -25 "$logs/$name.log"; failed=$((failed + 1));;
+  esac
+  echo "TEST $name $rc" >> "$results"
+}
+
+echo "== gpu tests"
+for t in test_cuda_adam test_cuda_muon test_cuda_step_graph test_cuda_async; do
+  run_test "$t" mpirun -np 1 "$(find_bin $t)"
+done
+run_test test_cuda_nodevice env CUDA_VISIBLE_DEVICES= mpirun -np 1 "$(find_bin test_cuda_nodevice)"
+run_test test_cuda_vs_torch "$here/tests/gpu/torch_compare.sh" "$(find_bin torch_compare_dump)" "$logs/torch_compare"
+sed -n '/parameter/,$p' "$logs/test_cuda_vs_torch.log"
+
+echo "== benchmarks"
+bench() {  # name, command...
+  local name=$1; shift
+  timeout 240 "$@" > "$logs/$name.log" 2>&1 || echo "benchmark $name failed (rc $?): $(tail -3 "$logs/$name.log")"
+  grep '^RESULT' "$logs/$name.log" | tee -a "$results"
+}
+bench bench_cuda_adam "$(find_bin bench_cuda_adam)"
+bench bench_torch_adam python3 "$here/bench/cuda/bench_torch_adam.py"
+bench bench_cuda_ns "$(find_bin bench_cuda_ns)"
+bench bench_torch_ns python3 "$here/bench/cuda/bench_torch_ns.py"
+bench bench_cuda_step "$(find_bin bench_cuda_step)"
+bench bench_torch_step python3 "$here/bench/cuda/bench_torch_step.py"
+
+echo
+python3 "$here/bench/cuda/gpu_table.py" "$results"
+exit $failed

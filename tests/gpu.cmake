@@ -1,0 +1,37 @@
+# gpu-labelled tests (tests/gpu/): built whenever the CUDA backend is, run on a
+# machine with a GPU. Without a visible device each reports "skipped" to CTest
+# (exit code 77, SKIP_RETURN_CODE), so CI compiles and lists them.
+if(NOT DMuon_HAS_CUDA)
+  return()
+endif()
+
+add_library(dmuon_gpu_test_main STATIC gpu/gpu_gtest_main.cpp)
+target_include_directories(dmuon_gpu_test_main PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(dmuon_gpu_test_main PUBLIC dmuon MPI::MPI_CXX GTest::gtest CUDA::cudart)
+
+# dmuon_add_gpu_test(<name> <source>): one rank (one GPU on the test machine).
+function(dmuon_add_gpu_test name source)
+  add_executable(${name} ${source} support/reference.cpp)
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PRIVATE dmuon_gpu_test_main CUDA::cudart)
+  dmuon_add_mpi_test(NAME ${name} COMMAND ${name} NPROCS 1 LABELS gpu PROPERTIES SKIP_RETURN_CODE 77)
+endfunction()
+
+dmuon_add_gpu_test(test_cuda_adam gpu/test_cuda_adam.cpp)
+dmuon_add_gpu_test(test_cuda_muon gpu/test_cuda_muon.cpp)
+dmuon_add_gpu_test(test_cuda_step_graph gpu/test_cuda_step_graph.cpp)
+dmuon_add_gpu_test(test_cuda_async gpu/test_cuda_async.cu)
+
+# Runs everywhere: with no device visible, "cuda" is refused clearly and "auto" picks cpu.
+dmuon_add_gtest(test_cuda_nodevice SOURCES gpu/test_cuda_nodevice.cpp NPROCS 1 LABELS gpu)
+set_tests_properties(test_cuda_nodevice_np1 PROPERTIES ENVIRONMENT "${DMUON_TEST_ENV};CUDA_VISIBLE_DEVICES=")
+
+# dmuon against torch.optim.AdamW and torch.optim.Muon on identical inputs:
+# a program dumps inputs and results, a Python script runs torch and compares.
+add_executable(torch_compare_dump gpu/torch_compare_dump.cpp support/reference.cpp)
+target_include_directories(torch_compare_dump PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(torch_compare_dump PRIVATE dmuon MPI::MPI_CXX CUDA::cudart GTest::gtest)
+add_test(NAME test_cuda_vs_torch
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/torch_compare.sh $<TARGET_FILE:torch_compare_dump>
+                 ${CMAKE_CURRENT_BINARY_DIR}/torch_compare)
+set_tests_properties(test_cuda_vs_torch PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${DMUON_TEST_ENV}" TIMEOUT 300)

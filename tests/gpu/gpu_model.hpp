@@ -1,0 +1,117 @@
+// Helpers of the gpu tests: a model (list of parameters) registered on a
+// context of a given backend, gradients written from host vectors, and
+// parameters read back, whatever memory the backend uses.
+#pragma once
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dmuon/dmuon.h"
+#include "support/reference.hpp"
+
+namespace gputest {
+
+struct Spec {
+  std::string name;
+  int kind;
+  int dtype;
+  std::vector<int64_t> shape;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    return n;
+  }
+  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * (dtype == DMUON_DTYPE_FP32 ? 4 : 2); }
+};
+
+// Deterministic gradient of parameter k at step s (test data, not a result).
+inline double grad_value(int step, int k, int64_t i, double scale = 1.0) { return scale * ref::noise(11, step, k, i); }
+inline double init_value(int k, int64_t i) { return 0.5 * ref::noise(5, 0, k, i); }
+
+struct Model {
+  dmuon_context_t ctx = nullptr;
+  dmuon_optimizer_t opt = nullptr;
+  std::vector<Spec> specs;
+  bool device = false;
+
+  Model(const char* backend, const std::vector<Spec>& s, const dmuon_options_t& o) : specs(s) {
+    EXPECT_EQ(dmuon_context_create(MPI_COMM_WORLD, backend, &ctx), DMUON_SUCCESS) << dmuon_context_last_error(nullptr);
+    char name[16] = {};
+    dmuon_context_backend(ctx, name, sizeof name);
+    device = std::string(name) == "cuda";
+    EXPECT_EQ(dmuon_optimizer_create(ctx, &o, &opt), DMUON_SUCCESS) << dmuon_context_last_error(ctx);
+    for (const Spec& p : specs)
+      EXPECT_EQ(dmuon_register(opt, p.name.c_str(), p.kind, p.dtype, static_cast<int>(p.shape.size()), p.shape.data(),
+                               1.0, 1.0, nullptr),
+                DMUON_SUCCESS)
+          << dmuon_context_last_error(ctx);
+    EXPECT_EQ(dmuon_optimizer_finalize(opt), DMUON_SUCCESS) << dmuon_context_last_error(ctx);
+  }
+  ~Model() {
+    dmuon_optimizer_destroy(&opt);
+    dmuon_context_destroy(&ctx);
+  }
+  void* ptr(int k, bool grad) {
+    void *d = nullptr, *g = nullptr;
+    EXPECT_EQ(dmuon_param_view(opt, k, &d, &g), DMUON_SUCCESS);
+    return grad ? g : d;
+  }
+  void put(int k, bool grad, const std::vector<double>& v) {
+    std::vector<char> host(specs[k].bytes());
+    ref::store(host.data(), specs[k].dtype, v);
+    if (device) {
+      // The optimizer's streams do not synchronise with the legacy stream, and
+      // a pageable copy may return before its DMA lands: wait for it.
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(ptr(k, grad), host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    else
+      std::memcpy(ptr(k, grad), host.data(), host.size());
+  }
+  std::vector<char> raw(int k) {
+    std::vector<char> host(specs[k].bytes());
+    if (device) {
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(host.data(), ptr(k, false), host.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    } else {
+      std::memcpy(host.data(), ptr(k, false), host.size());
+    }
+    return host;
+  }
+  std::vector<double> get(int k) {
+    std::vector<char> r = raw(k);
+    return ref::load(r.data(), specs[k].dtype, specs[k].numel());
+  }
+  void init() {
+    for (std::size_t k = 0; k < specs.size(); ++k) {
+      std::vector<double> v(static_cast<std::size_t>(specs[k].numel()));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = ref::round_to(specs[k].dtype, init_value(int(k), int64_t(i)));
+      put(int(k), false, v);
+    }
+  }
+  // Writes step s's gradients (rounded to the dtype) and returns them.
+  std::vector<std::vector<double>> grads(int step, double scale = 1.0) {
+    std::vector<std::vector<double>> all;
+    for (std::size_t k = 0; k < specs.size(); ++k) {
+      std::vector<double> g(static_cast<std::size_t>(specs[k].numel()));
+      for (std::size_t i = 0; i < g.size(); ++i)
+        g[i] = ref::round_to(specs[k].dtype, grad_value(step, int(k), int64_t(i), scale));
+      put(int(k), true, g);
+      all.push_back(std::move(g));
+    }
+    return all;
+  }
+};
+
+// Largest |a - b| over max(|b|, floor), for reporting and tolerance checks.
+inline double max_rel(const std::vector<double>& a, const std::vector<double>& b, double floor) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), floor));
+  return worst;
+}
+
+}  // namespace gputest
