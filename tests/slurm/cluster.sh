@@ -20,14 +20,29 @@ slurm_wait_for() {
   done
 }
 
+# The first TCP port from $1 on that nothing listens on (a connection is refused).
+slurm_free_port() {
+  local port
+  for ((port = $1; port < $1 + 200; ++port)); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  return 1
+}
+
 slurm_node_idle() {
   timeout 10 sinfo -h -N -o '%t' | grep -qx 'idle'
 }
 
 slurm_cluster_start() {
   local dir=$1
-  local host cpus
+  local host cpus ctld_port slurmd_port
   host=$(hostname)
+  # Not Slurm's default ports: a site's or another test's Slurm may hold them.
+  ctld_port=$(slurm_free_port 16817) || { echo "cluster.sh: no free port" >&2; return 1; }
+  slurmd_port=$(slurm_free_port $((ctld_port + 1))) || { echo "cluster.sh: no free port" >&2; return 1; }
   # Two ranks need two CPUs; more are declared than present on a one-core
   # machine only (config_overrides keeps slurmd from draining the node then).
   cpus=$(nproc)
@@ -39,9 +54,8 @@ slurm_cluster_start() {
   # munge: a generated key, its own socket; munged refuses group/other access.
   dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chown -R munge:munge "$dir/munge"
-  chmod 700 "$dir/munge"
   chmod 400 "$dir/munge/munge.key"
-  chmod 755 "$dir/munge"  # clients (root, the jobs) connect to the socket in it
+  chmod 755 "$dir/munge"  # clients (root, the jobs) reach the socket in it
   # setpriv execs munged itself (no wrapper process), so $! is munged's PID.
   setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged --foreground \
     --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket.2" \
@@ -58,6 +72,8 @@ slurm_cluster_start() {
 # Minimal single-node Slurm for dmuon's tests (written by tests/slurm/cluster.sh).
 ClusterName=dmuontest
 SlurmctldHost=${host}(127.0.0.1)
+SlurmctldPort=${ctld_port}
+SlurmdPort=${slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -110,7 +126,10 @@ CONF
 }
 
 # Stops what slurm_cluster_start started, by the PIDs it recorded. Every wait is
-# bounded; a daemon that ignores SIGTERM for 10 s gets SIGKILL.
+# bounded; a daemon that ignores SIGTERM for 10 s gets SIGKILL. Then any process
+# still carrying this cluster's SLURM_CONF in its environment (a slurmstepd or a
+# task of a job that outlived scancel) is ended too: only this cluster's
+# daemons and jobs have it, as it is exported before they start.
 slurm_cluster_stop() {
   local dir=$1
   if [ -n "${SLURM_CONF:-}" ] && [ -f "$SLURM_CONF" ]; then
@@ -124,6 +143,31 @@ slurm_cluster_stop() {
     pid=$(cat "$dir/$name.launcher.pid")
     kill -TERM "$pid" 2>/dev/null || continue
     slurm_wait_for 10 slurm_pid_gone "$pid" || kill -KILL "$pid" 2>/dev/null || true
+  done
+  for pid in $(slurm_cluster_pids "$dir"); do
+    echo "cluster.sh: ending leftover process $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+
+# PIDs of the processes whose environment holds SLURM_CONF=DIR/slurm.conf,
+# this shell and its ancestors excepted (they exported it).
+slurm_cluster_pids() {
+  local want="SLURM_CONF=$1/slurm.conf" env pid
+  local -A skip=()
+  pid=$$
+  while [ -n "$pid" ] && [ "$pid" -gt 1 ]; do
+    skip[$pid]=1
+    pid=$(awk '/^PPid:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+  done
+  for env in /proc/[0-9]*/environ; do
+    pid=${env#/proc/}
+    pid=${pid%/environ}
+    [ -n "${skip[$pid]:-}" ] && continue
+    [ "$pid" = "$BASHPID" ] && continue
+    if tr '\0' '\n' <"$env" 2>/dev/null | grep -qxF "$want"; then
+      echo "$pid"
+    fi
   done
 }
 

@@ -19,18 +19,18 @@ export DEBIAN_FRONTEND=noninteractive
 # that answers 101 keeps them stopped (there may be no init system at all, and
 # the test starts its own daemons from its own configuration).
 policy=/usr/sbin/policy-rc.d
-created_policy=0
 if [ ! -e "$policy" ]; then
   printf '#!/bin/sh\nexit 101\n' >"$policy"
   chmod 755 "$policy"
-  created_policy=1
+  trap 'rm -f "$policy"' EXIT
 fi
-status=0
-timeout 900 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
-if [ "$status" -ne 0 ]; then
+# Bounded: the test that calls this must end in its own time limit.
+install_missing() {
+  timeout 480 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+if ! install_missing; then
   # A stale package index is the usual cause on a fresh machine.
-  timeout 300 apt-get update -qq && status=0
-  [ "$status" -eq 0 ] && { timeout 900 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?; }
+  echo "install_slurm.sh: install failed; updating the package index and trying again"
+  timeout 240 apt-get update -qq
+  install_missing
 fi
-[ "$created_policy" -eq 1 ] && rm -f "$policy"
-exit "$status"
