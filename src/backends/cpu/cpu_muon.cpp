@@ -24,9 +24,11 @@ namespace {
 // does not double its memory; a single larger matrix still gets its own chunk.
 constexpr std::size_t kWorkspaceBudgetFloats = std::size_t{64} << 20;
 
-// Measured on this backend's BLAS (docs/decisions.md, "CPU Muon"): sgemm beats
-// ssyrk for X X^T at every shape of the benchmark.
-constexpr SymmetricProduct kSymmetricProduct = SymmetricProduct::sgemm;
+// SYRK for the two symmetric products of each iteration: on OpenBLAS it took
+// 0.55-0.75 of sgemm's time for the same product at every benchmarked shape
+// (docs/decisions.md, "CPU Muon"). A fixed choice rather than a timing at run
+// time, so that a run and its restart compute bit-identical updates.
+constexpr SymmetricProduct kSymmetricProduct = SymmetricProduct::ssyrk;
 
 // Transposes of a rows x cols block go in tiles so both sides stay in cache.
 constexpr int64_t kTile = 32;
