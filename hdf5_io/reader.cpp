@@ -337,7 +337,9 @@ int64_t restore_checkpoint(Optimizer& opt, const std::string& path_arg) {
       // Only damage falls back; a checkpoint of another model, or of a newer
       // format, is an answer the user must see.
       const bool damaged = e.status() == kCorrupt || e.status() == DMUON_ERR_NOT_FOUND || e.status() == DMUON_ERR_IO;
-      if (!directory || !damaged) throw;
+      const std::string what = e.what();
+      if (!directory || !damaged)
+        throw Error(e.status(), what.find(file) == std::string::npos ? file + ": " + what : what);
       if (!first_status) first_status = e.status();
       skipped += (skipped.empty() ? "" : "; ") + file + ": " + e.what();
     }

@@ -47,3 +47,13 @@ if(H5DUMP_EXECUTABLE)
   set_tests_properties(checkpoint_h5dump PROPERTIES LABELS checkpoint FIXTURES_REQUIRED checkpoint_resume_2to1
                        PASS_REGULAR_EXPRESSION "CHECKSUM FLETCHER32")
 endif()
+
+# GoogleTest programs (every rank runs every test).
+foreach(t IN ITEMS test_checkpoint_integrity:2 test_checkpoint_mismatch:2 test_crc32c:1)
+  string(REPLACE ":" ";" tn ${t})
+  list(GET tn 0 name)
+  list(GET tn 1 np)
+  add_executable(${name} checkpoint/${name}.cpp support/mpi_gtest_main.cpp)
+  target_link_libraries(${name} PRIVATE dmuon_ckpt_test_support GTest::gtest)
+  dmuon_add_mpi_test(NAME ${name} COMMAND ${name} NPROCS ${np} LABELS checkpoint)
+endforeach()

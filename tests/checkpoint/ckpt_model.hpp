@@ -49,9 +49,9 @@ inline std::vector<Spec> mixed_model() {
 }
 
 // A run on MPI_COMM_WORLD: context, optimizer, model registered and finalized.
-class Run {
+class ModelRun {
  public:
-  explicit Run(const std::vector<Spec>& model, uint64_t seed = 1) : model_(model) {
+  explicit ModelRun(const std::vector<Spec>& model, uint64_t seed = 1) : model_(model) {
     dmuon_options_t o = DMUON_OPTIONS_INIT;
     o.adam_weight_decay = 0.05;
     o.muon_weight_decay = 0.01;
@@ -69,12 +69,12 @@ class Run {
       ref::store(data(k), model_[k].dtype, v);
     }
   }
-  ~Run() {
+  ~ModelRun() {
     dmuon_optimizer_destroy(&opt);
     dmuon_context_destroy(&ctx);
   }
-  Run(const Run&) = delete;
-  Run& operator=(const Run&) = delete;
+  ModelRun(const ModelRun&) = delete;
+  ModelRun& operator=(const ModelRun&) = delete;
 
   void check(int status, const char* what) {
     if (status == DMUON_SUCCESS) return;

@@ -51,7 +51,7 @@ std::string read_text(const std::string& path) {
   return s;
 }
 
-void save(Run& run, const std::string& dir, int64_t step) {
+void save(ModelRun& run, const std::string& dir, int64_t step) {
   dmuon_checkpoint_options_t o = DMUON_CHECKPOINT_OPTIONS_INIT;
   o.keep_last = 0;
   run.check(dmuon_checkpoint_save(run.opt, dir.c_str(), step, &o), "save");
@@ -59,7 +59,7 @@ void save(Run& run, const std::string& dir, int64_t step) {
 
 int mode_save(const std::string& dir, int s) {
   fresh_directory(dir);
-  Run a(mixed_model());
+  ModelRun a(mixed_model());
   dmuon_checkpoint_set_attribute(a.opt, "saved_on", std::to_string(a.world).c_str());
   for (int i = 0; i < s; ++i) {
     a.step(i);
@@ -72,7 +72,7 @@ int mode_save(const std::string& dir, int s) {
 }
 
 int mode_resume(const std::string& dir, int s, int k, int saved_on) {
-  Run b(mixed_model(), /*seed=*/2);  // different parameters: the restore must replace them all
+  ModelRun b(mixed_model(), /*seed=*/2);  // different parameters: the restore must replace them all
   int64_t user_step = -1;
   b.check(dmuon_checkpoint_restore(b.opt, dir.c_str(), &user_step), "restore");
   expect(user_step == s, "restored user step " + std::to_string(user_step) + ", expected " + std::to_string(s));
@@ -82,7 +82,7 @@ int mode_resume(const std::string& dir, int s, int k, int saved_on) {
          "dmuon.plan is '" + b.attribute("dmuon.plan") + "'");
   expect(b.attribute("dmuon.fallback").empty(), "no fallback expected");
 
-  Run a(mixed_model());
+  ModelRun a(mixed_model());
   for (int i = 0; i < s; ++i) a.step(i);
   expect_same(a.state(), b.state(), "right after restore");
 
@@ -113,7 +113,7 @@ int mode_resume(const std::string& dir, int s, int k, int saved_on) {
 
 int mode_crash_prepare(const std::string& dir, int s) {
   fresh_directory(dir);
-  Run a(mixed_model());
+  ModelRun a(mixed_model());
   for (int i = 0; i < s; ++i) a.step(i);
   save(a, dir, s);
   expect(a.ok, "saving");
@@ -121,7 +121,7 @@ int mode_crash_prepare(const std::string& dir, int s) {
 }
 
 int mode_crash(const std::string& dir, int s, int k) {
-  Run a(mixed_model(), 2);
+  ModelRun a(mixed_model(), 2);
   a.check(dmuon_checkpoint_restore(a.opt, dir.c_str(), nullptr), "restore");
   for (int i = s; i < s + k; ++i) a.step(i);
   save(a, dir, s + k);  // a rank is killed in here
@@ -136,11 +136,11 @@ int mode_crash_verify(const std::string& dir, int s, int k) {
     expect(!std::filesystem::exists(killed), killed + " must not exist");
     expect(read_text(dir + "/latest") == "ckpt_" + std::to_string(s) + ".h5", "latest still names step " + std::to_string(s));
   }
-  Run b(mixed_model(), 2);
+  ModelRun b(mixed_model(), 2);
   int64_t user_step = -1;
   b.check(dmuon_checkpoint_restore(b.opt, dir.c_str(), &user_step), "restore");
   expect(user_step == s, "restored step");
-  Run a(mixed_model());
+  ModelRun a(mixed_model());
   for (int i = 0; i < s; ++i) a.step(i);
   expect_same(a.state(), b.state(), "restored after the crash");
   // Life goes on: the same save now succeeds and clears the leftover.
