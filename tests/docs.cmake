@@ -6,7 +6,11 @@
 #  - docs_doxygen: the C API reference builds with every public symbol
 #    documented, and docs_doxygen_bites shows that an undocumented one fails;
 #  - docs_fortran_table: every C function is in the C/Fortran table and in the
-#    Fortran module.
+#    Fortran module; docs_c_api_index, docs_error_table and
+#    docs_fortran_status_constants: the C API page, docs/errors.md and the
+#    Fortran constants follow dmuon.h;
+#  - docs_links: the relative links of docs/index.md, docs/guide, docs/reference
+#    and docs/troubleshooting.md resolve.
 # The snippets are targets outside `all` (built only by the test), re-extracted
 # whenever a Markdown file changes (they are configure dependencies).
 find_program(DMUON_AWK NAMES awk gawk mawk REQUIRED)
@@ -110,3 +114,24 @@ add_test(NAME docs_fortran_table
          COMMAND sh ${docs_test_dir}/check_fortran_table.sh ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.h
                  ${PROJECT_SOURCE_DIR}/interfaces/fortran/dmuon.F90 ${PROJECT_SOURCE_DIR}/docs/reference/fortran.md)
 set_tests_properties(docs_fortran_table PROPERTIES LABELS docs)
+
+# ---------------------------------------------------------------- lists that must follow the header
+add_test(NAME docs_c_api_index COMMAND sh ${docs_test_dir}/check_listed.sh functions
+                                       ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.h ${PROJECT_SOURCE_DIR}/docs/reference/c-api.md)
+add_test(NAME docs_error_table COMMAND sh ${docs_test_dir}/check_listed.sh statuses
+                                       ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.h ${PROJECT_SOURCE_DIR}/docs/errors.md)
+set_tests_properties(docs_c_api_index docs_error_table PROPERTIES LABELS docs)
+if(DMuon_HAS_FORTRAN)
+  # docs/reference/fortran.md promises every status code as a Fortran constant
+  # with its C value: the constants generated from dmuon.h for the module.
+  add_test(NAME docs_fortran_status_constants
+           COMMAND sh ${docs_test_dir}/check_listed.sh fortran-statuses ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.h
+                   ${PROJECT_BINARY_DIR}/interfaces/fortran/generated/dmuon_constants.inc)
+  set_tests_properties(docs_fortran_status_constants PROPERTIES LABELS docs)
+endif()
+
+# ---------------------------------------------------------------- links of the guide and reference
+file(GLOB link_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/guide/*.md ${PROJECT_SOURCE_DIR}/docs/reference/*.md)
+add_test(NAME docs_links COMMAND sh ${docs_test_dir}/check_links.sh ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/docs/index.md
+                                    ${PROJECT_SOURCE_DIR}/docs/troubleshooting.md ${link_pages})
+set_tests_properties(docs_links PROPERTIES LABELS docs)
