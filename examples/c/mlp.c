@@ -89,29 +89,30 @@ double mlp_train_batch(mlp *m, const float *x, const float *t) {
     loss += e * e;
     m->delta[s] = (float)(2.0 * e / B);
   }
-  /* backward: gradients written (not accumulated) into dmuon's views */
+  /* backward: gradients written (not accumulated) into dmuon's views; loops
+   * ordered so that the innermost runs along contiguous memory */
   for (int l = L - 1; l >= 0; --l) {
     const int n_in = m->dims[l], n_out = m->dims[l + 1];
     const float *in = activations(m, l);
-    for (int o = 0; o < n_out; ++o) {
-      float gb = 0;
-      for (int s = 0; s < B; ++s) gb += m->delta[s * n_out + o];
-      m->gb[l][o] = gb;
-      for (int i = 0; i < n_in; ++i) {
-        float g = 0;
-        for (int s = 0; s < B; ++s) g += m->delta[s * n_out + o] * in[s * n_in + i];
-        m->gw[l][o * n_in + i] = g;
-      }
-    }
-    if (l == 0) break;
-    /* through W_l and the tanh that produced `in`: (1 - a^2) */
+    for (int o = 0; o < n_out; ++o) m->gb[l][o] = 0.0f;
+    for (int i = 0; i < n_out * n_in; ++i) m->gw[l][i] = 0.0f;
     for (int s = 0; s < B; ++s)
-      for (int i = 0; i < n_in; ++i) {
-        float g = 0;
-        for (int o = 0; o < n_out; ++o) g += m->w[l][o * n_in + i] * m->delta[s * n_out + o];
-        const float a = in[s * n_in + i];
-        m->delta_next[s * n_in + i] = g * (1.0f - a * a);
+      for (int o = 0; o < n_out; ++o) {
+        const float d = m->delta[s * n_out + o];
+        m->gb[l][o] += d;
+        for (int i = 0; i < n_in; ++i) m->gw[l][o * n_in + i] += d * in[s * n_in + i];
       }
+    if (l == 0) break;
+    /* through W_l, then the tanh that produced `in`: times (1 - a^2) */
+    for (int s = 0; s < B; ++s) {
+      float *next = m->delta_next + s * n_in;
+      for (int i = 0; i < n_in; ++i) next[i] = 0.0f;
+      for (int o = 0; o < n_out; ++o) {
+        const float d = m->delta[s * n_out + o];
+        for (int i = 0; i < n_in; ++i) next[i] += m->w[l][o * n_in + i] * d;
+      }
+      for (int i = 0; i < n_in; ++i) next[i] *= 1.0f - in[s * n_in + i] * in[s * n_in + i];
+    }
     float *swap = m->delta;
     m->delta = m->delta_next;
     m->delta_next = swap;

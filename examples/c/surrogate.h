@@ -18,6 +18,7 @@ typedef struct surrogate_config {
   double viscosity;
   int horizon;
   int episode;
+  double target_scale;
   int stencil;
   int hidden;
   int layers;
@@ -25,6 +26,7 @@ typedef struct surrogate_config {
   char optimizer[16];
   double muon_lr;
   double adam_lr;
+  double lr_final;
   double weight_decay;
   double max_grad_norm;
   char backend[32];

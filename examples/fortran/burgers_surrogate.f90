@@ -20,7 +20,7 @@ program burgers_surrogate
   character(len=1024) :: error
   character(len=16) :: backend
   real(c_float), allocatable :: x(:, :), t(:)
-  double precision :: loss_sum, global, t0, t_log, now
+  double precision :: loss_sum(2), global(2), t0, t_log, now, lr_factor
   integer(c_int64_t) :: restored
   integer :: rank, nranks, start, step, done_steps, since_log, ierr, csv, width
   logical :: ok, use_muon, requested
@@ -106,18 +106,23 @@ program burgers_surrogate
   do step = start, cfg%steps - 1
     if (step > start .and. mod(step, cfg%episode) == 0) call burgers_set_initial(sim, cfg%seed, step / cfg%episode)
     call harvest_pairs(step)
-    loss_sum = loss_sum + mlp_train_batch(net, x, t)
+    ! linear learning-rate decay: setter calls between steps
+    lr_factor = 1d0 - (1d0 - cfg%lr_final) * step / cfg%steps
+    call dmuon_set_lr(opt, DMUON_KIND_MUON, cfg%muon_lr * lr_factor)
+    call dmuon_set_lr(opt, DMUON_KIND_ADAM, cfg%adam_lr * lr_factor)
+    loss_sum(1) = loss_sum(1) + mlp_train_batch(net, x, t)
+    loss_sum(2) = loss_sum(2) + sum(dble(t)**2) / cfg%batch
     since_log = since_log + 1
     call dmuon_step(opt)
     done_steps = step + 1
 
     if (mod(done_steps, cfg%log_every) == 0 .or. done_steps == cfg%steps) then
-      call MPI_Allreduce(loss_sum, global, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
-      global = global / (dble(nranks) * since_log)
+      ! the relative loss, as in the C example
+      call MPI_Allreduce(loss_sum, global, 2, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
       now = MPI_Wtime()
       if (rank == 0) then
-        write (*, '("step ",i6,"  loss ",es11.4,"  steps/s ",f8.1)') done_steps, global, since_log / (now - t_log)
-        write (csv, '(i0,",",es13.6,",",f0.3)') done_steps, global, now - t0
+        write (*, '("step ",i6,"  loss ",es11.4,"  steps/s ",f8.1)') done_steps, global(1) / global(2), since_log / (now - t_log)
+        write (csv, '(i0,",",es13.6,",",f0.3)') done_steps, global(1) / global(2), now - t0
         flush (6)
       end if
       loss_sum = 0
@@ -144,7 +149,8 @@ program burgers_surrogate
 
 contains
 
-  !> Training pairs of this rank (see the C example's harvest_pairs).
+  !> Training pairs of this rank: u_i and (u_{i+j} - u_i)/dx as inputs,
+  !> target_scale * du/dt as target (see the C example's harvest_pairs).
   subroutine harvest_pairs(step)
     integer, intent(in) :: step
     double precision, allocatable :: before(:)
@@ -157,10 +163,11 @@ contains
     allocate (points(cfg%batch))
     do k = 1, cfg%batch
       points(k) = int(rng_uniform(s) * sim%n_local) + 1
-      x(k, :) = real(before(points(k) - cfg%stencil:points(k) + cfg%stencil), c_float)
+      x(k, :) = real((before(points(k) - cfg%stencil:points(k) + cfg%stencil) - before(points(k))) / sim%dx, c_float)
+      x(k, cfg%stencil + 1) = real(before(points(k)), c_float)
     end do
     call burgers_advance(sim, cfg%horizon)
-    t = real((sim%u(points) - before(points)) / (cfg%horizon * sim%dt), c_float)
+    t = real(cfg%target_scale * (sim%u(points) - before(points)) / (cfg%horizon * sim%dt), c_float)
   end subroutine harvest_pairs
 
 end program burgers_surrogate

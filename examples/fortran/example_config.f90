@@ -9,14 +9,14 @@ module example_config
   type, public :: surrogate_config
     integer :: nx, horizon, episode, stencil, hidden, layers, batch, steps, seed, log_every
     integer :: checkpoint_every, restart
-    double precision :: viscosity, muon_lr, adam_lr, weight_decay, max_grad_norm
+    double precision :: viscosity, target_scale, muon_lr, adam_lr, lr_final, weight_decay, max_grad_norm
     character(len=16) :: optimizer
     character(len=32) :: backend
     character(len=1024) :: loss_csv, checkpoint_dir
   end type surrogate_config
 
-  character(len=*), parameter :: keys(21) = [character(len=16) :: "nx", "viscosity", "horizon", "episode", &
-    "stencil", "hidden", "layers", "batch", "optimizer", "muon_lr", "adam_lr", "weight_decay", "max_grad_norm", &
+  character(len=*), parameter :: keys(23) = [character(len=16) :: "nx", "viscosity", "horizon", "episode", "target_scale", &
+    "stencil", "hidden", "layers", "batch", "optimizer", "muon_lr", "adam_lr", "lr_final", "weight_decay", "max_grad_norm", &
     "backend", "steps", "seed", "log_every", "loss_csv", "checkpoint_every", "checkpoint_dir", "restart"]
 
   public :: read_config
@@ -117,6 +117,7 @@ contains
     case ("viscosity"); read (value, *, iostat=ios) cfg%viscosity
     case ("horizon"); read (value, *, iostat=ios) cfg%horizon
     case ("episode"); read (value, *, iostat=ios) cfg%episode
+    case ("target_scale"); read (value, *, iostat=ios) cfg%target_scale
     case ("stencil"); read (value, *, iostat=ios) cfg%stencil
     case ("hidden"); read (value, *, iostat=ios) cfg%hidden
     case ("layers"); read (value, *, iostat=ios) cfg%layers
@@ -124,6 +125,7 @@ contains
     case ("optimizer"); cfg%optimizer = value
     case ("muon_lr"); read (value, *, iostat=ios) cfg%muon_lr
     case ("adam_lr"); read (value, *, iostat=ios) cfg%adam_lr
+    case ("lr_final"); read (value, *, iostat=ios) cfg%lr_final
     case ("weight_decay"); read (value, *, iostat=ios) cfg%weight_decay
     case ("max_grad_norm"); read (value, *, iostat=ios) cfg%max_grad_norm
     case ("backend"); cfg%backend = value

@@ -1,0 +1,67 @@
+# Installation and the CMake package: find_package(DMuon CONFIG) gives
+# DMuon::dmuon (and DMuon::dmuon_fortran with its .mod files), feature
+# variables DMuon_HAS_CUDA and DMuon_HAS_FORTRAN, a version file, and
+# pkg-config's dmuon.pc. Included once from the top-level CMakeLists.txt.
+include(CMakePackageConfigHelpers)
+
+set(DMUON_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/DMuon CACHE STRING "where DMuonConfig.cmake is installed")
+# .mod files are compiler-specific: they get their own directory.
+set(DMUON_INSTALL_FORTRAN_MODDIR ${CMAKE_INSTALL_INCLUDEDIR}/dmuon/fortran)
+
+set(dmuon_install_targets dmuon)
+if(DMuon_HAS_FORTRAN)
+  list(APPEND dmuon_install_targets dmuon_fortran)
+endif()
+install(TARGETS ${dmuon_install_targets} EXPORT DMuonTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dmuon DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
+if(DMuon_HAS_FORTRAN)
+  install(DIRECTORY ${DMUON_FORTRAN_MODULE_DIR}/ DESTINATION ${DMUON_INSTALL_FORTRAN_MODDIR}
+          FILES_MATCHING PATTERN "*.mod")
+endif()
+install(EXPORT DMuonTargets NAMESPACE DMuon:: DESTINATION ${DMUON_INSTALL_CMAKEDIR})
+
+# A static libdmuon carries its private dependencies into the consumer's
+# link line: the config file finds them again, as they were found here.
+get_target_property(dmuon_library_type dmuon TYPE)
+set(DMUON_CONFIG_HDF5_LIBRARIES ${HDF5_C_LIBRARIES})
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/DMuonConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/DMuonConfig.cmake
+                              INSTALL_DESTINATION ${DMUON_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/DMuonConfigVersion.cmake
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/DMuonConfig.cmake ${PROJECT_BINARY_DIR}/DMuonConfigVersion.cmake
+        DESTINATION ${DMUON_INSTALL_CMAKEDIR})
+if(DMuon_HAS_CUDA)
+  install(FILES ${CMAKE_CURRENT_LIST_DIR}/FindNCCL.cmake DESTINATION ${DMUON_INSTALL_CMAKEDIR})
+endif()
+
+# pkg-config: the C library; Fortran users add -I${fmoddir} -ldmuon_fortran.
+set(DMUON_PC_REQUIRES_PRIVATE "")
+set(DMUON_PC_LIBS_PRIVATE "")
+if(dmuon_library_type STREQUAL "STATIC_LIBRARY")
+  foreach(lib IN LISTS HDF5_C_LIBRARIES BLAS_LIBRARIES)
+    if(lib MATCHES "^/")
+      get_filename_component(dir ${lib} DIRECTORY)
+      get_filename_component(name ${lib} NAME_WE)
+      string(REGEX REPLACE "^lib" "" name ${name})
+      string(APPEND DMUON_PC_LIBS_PRIVATE " -L${dir} -l${name}")
+    elseif(lib MATCHES "^-")
+      string(APPEND DMUON_PC_LIBS_PRIVATE " ${lib}")
+    endif()
+  endforeach()
+  string(APPEND DMUON_PC_LIBS_PRIVATE " -lstdc++ -lm")
+  if(DMuon_HAS_CUDA)
+    string(APPEND DMUON_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart -lnccl")
+  endif()
+endif()
+# Relocatable: the prefix is found from the .pc file's own place, so
+# `cmake --install --prefix DIR` gives a correct file wherever DIR is.
+file(RELATIVE_PATH DMUON_PC_UP /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+string(REGEX REPLACE "/$" "" DMUON_PC_UP "${DMUON_PC_UP}")
+configure_file(${CMAKE_CURRENT_LIST_DIR}/dmuon.pc.in ${PROJECT_BINARY_DIR}/dmuon.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/dmuon.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
