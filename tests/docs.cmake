@@ -63,6 +63,8 @@ foreach(page IN LISTS doc_pages)
     add_executable(${target} EXCLUDE_FROM_ALL ${source})
     if(lang STREQUAL "c")
       target_link_libraries(${target} PRIVATE DMuon::dmuon MPI::MPI_C m)
+      # An excerpt of an example may include its header: #include "examples/c/mlp.h".
+      target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
       # A renamed function or a changed signature must fail, not warn.
       target_compile_options(${target} PRIVATE -Wall -Werror=implicit-function-declaration
                              -Werror=incompatible-pointer-types -Werror=int-conversion -Werror=return-type)
