@@ -35,14 +35,16 @@ set -uo pipefail  # no -e: the script itself decides what a non-zero status mean
 # CHANGE: what runs (environment variables of the same names win).
 : "${DMUON_PROGRAM:=$SLURM_SUBMIT_DIR/build/examples/burgers_surrogate_c}"   # or burgers_surrogate_f (Fortran)
 : "${DMUON_CONFIG:=$SLURM_SUBMIT_DIR/examples/surrogate.cfg}"
-# srun options. Every rank sees all GPUs of its node (--gpu-bind=none) and
-# dmuon takes the one numbered by the rank's place on the node (node-local
-# rank modulo visible GPUs): NCCL then sees the peers and uses NVLink between
-# them. Do not use --gpus-per-task=1 or --gpu-bind=single:1 here: each rank
-# would see one GPU and the library would refuse four ranks on one visible GPU.
+# srun options. The step inherits the job's GPUs and every rank sees all GPUs
+# of its node (CUDA_VISIBLE_DEVICES=0,...,N-1); dmuon takes the one numbered by
+# the rank's place on the node (node-local rank modulo visible GPUs), and NCCL
+# sees the peers, so it uses NVLink between them. Do not add --gpus-per-task=1
+# or --gpu-bind=single:1 (each rank would see one GPU, and the library refuses
+# four ranks on one visible GPU), nor --gpu-bind=none (Slurm 22.05 then sets no
+# CUDA_VISIBLE_DEVICES at all: every GPU of the node shows, not only the job's).
 # --cpu-bind=cores keeps each rank on its own cores (CHANGE to your site's
 # advice for GPU-CPU affinity, e.g. --cpu-bind=socket on two-socket nodes).
-: "${DMUON_SRUN_OPTIONS:=--mpi=pmix --cpu-bind=cores --gpu-bind=none}"
+: "${DMUON_SRUN_OPTIONS:=--mpi=pmix --cpu-bind=cores}"
 
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 export OPENBLAS_NUM_THREADS=$OMP_NUM_THREADS

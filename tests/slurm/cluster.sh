@@ -6,7 +6,10 @@
 # (same process group). Nothing outside the scratch directory is configured.
 #
 #   source tests/slurm/cluster.sh
-#   slurm_cluster_start DIR     # exports SLURM_CONF; fails if Slurm does not come up
+#   slurm_cluster_start DIR [GPUS]  # exports SLURM_CONF; fails if Slurm does not come up.
+#                                   # GPUS (at most 4): a gres/gpu count for the node, backed
+#                                   # by stand-in character devices (/dev/null, ...) so that
+#                                   # GPU job scripts can be scheduled on a machine without GPUs
 #   slurm_cluster_stop DIR      # cancels the jobs, stops the daemons (bounded in time)
 
 # Polls "$@" every half second until it succeeds or $1 seconds have passed.
@@ -37,8 +40,8 @@ slurm_node_idle() {
 }
 
 slurm_cluster_start() {
-  local dir=$1
-  local host cpus ctld_port slurmd_port
+  local dir=$1 gpus=${2:-0}
+  local host cpus ctld_port slurmd_port node_gres=""
   host=$(hostname)
   # Not Slurm's default ports: a site's or another test's Slurm may hold them.
   ctld_port=$(slurm_free_port 16817) || { echo "cluster.sh: no free port" >&2; return 1; }
@@ -66,6 +69,18 @@ slurm_cluster_start() {
     echo "cluster.sh: munged did not start" >&2
     cat "$dir/log/munged.out" "$dir/munge/munged.log" >&2 2>/dev/null
     return 1
+  fi
+
+  if [ "$gpus" -gt 0 ]; then
+    # slurmd wants character devices for gres files; nothing opens them with
+    # TaskPlugin=task/none. Slurm reads gres.conf from slurm.conf's directory.
+    local stand_ins=(/dev/null /dev/zero /dev/full /dev/urandom) i
+    [ "$gpus" -le ${#stand_ins[@]} ] || { echo "cluster.sh: at most ${#stand_ins[@]} GPUs" >&2; return 1; }
+    : >"$dir/gres.conf"
+    for ((i = 0; i < gpus; ++i)); do
+      echo "Name=gpu File=${stand_ins[$i]}" >>"$dir/gres.conf"
+    done
+    node_gres="Gres=gpu:$gpus"
   fi
 
   cat >"$dir/slurm.conf" <<CONF
@@ -107,7 +122,8 @@ SlurmctldLogFile=${dir}/log/slurmctld.log
 SlurmdLogFile=${dir}/log/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-NodeName=${host} NodeAddr=127.0.0.1 CPUs=${cpus} State=UNKNOWN
+GresTypes=gpu
+NodeName=${host} NodeAddr=127.0.0.1 CPUs=${cpus} State=UNKNOWN ${node_gres}
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
   export SLURM_CONF="$dir/slurm.conf"
@@ -165,7 +181,7 @@ slurm_cluster_pids() {
     pid=${pid%/environ}
     [ -n "${skip[$pid]:-}" ] && continue
     [ "$pid" = "$BASHPID" ] && continue
-    if tr '\0' '\n' <"$env" 2>/dev/null | grep -qxF "$want"; then
+    if tr '\0' '\n' 2>/dev/null <"$env" | grep -qxF "$want"; then
       echo "$pid"
     fi
   done

@@ -31,86 +31,20 @@ checkpoint_every=200
 signal_after_step=250   # signal once the log shows this step (past the first periodic checkpoint)
 program_args=("--steps=$steps" "--checkpoint_every=$checkpoint_every" --log_every=10 --seed=3)
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-note() { echo "== $*"; }
+# shellcheck source=tests/slurm/test_lib.sh
+source "$here/test_lib.sh"
 
 [ -x "$program" ] || fail "program $program is not built"
 for tool in timeout h5dump h5ls cmp; do
   command -v "$tool" >/dev/null || fail "$tool not found"
 done
 
-note "installing Slurm and munge when missing"
-"$here/install_slurm.sh" || fail "could not install slurm-wlm and munge"
-
-scratch=$(mktemp -d /tmp/dmuon-slurm-test.XXXXXX)
-# shellcheck source=tests/slurm/cluster.sh
-source "$here/cluster.sh"
-cleanup() {
-  local status=$?
-  trap - EXIT INT TERM
-  note "stopping Slurm and munge"
-  slurm_cluster_stop "$scratch"
-  if [ "$status" -eq 0 ] && [ -z "${DMUON_KEEP_SLURM_SCRATCH:-}" ]; then
-    rm -rf "$scratch"
-  else
-    echo "scratch directory kept: $scratch"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-# A TERM from ctest (or ^C) still stops the daemons.
-trap 'exit 143' TERM
-trap 'exit 130' INT
-
-note "starting a single-node Slurm under $scratch"
-slurm_cluster_start "$scratch" || fail "Slurm did not start (logs above)"
-timeout 10 sinfo
-
+slurm_test_setup 0
 # What the job script takes from the environment (sbatch passes it on).
 export DMUON_PROGRAM=$program
 export DMUON_CONFIG=$src/examples/surrogate.cfg
 export DMUON_JOBSCRIPTS=$src/jobscripts
-# Open MPI as root, and no cross-memory attach in containers.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-cd "$scratch"
-
-submit() {
-  local name=$1 id
-  id=$(timeout 30 sbatch --parsable --job-name="$name" "$src/jobscripts/cpu_job.sh" "${program_args[@]}") ||
-    fail "sbatch of $name failed"
-  echo "${id%%;*}"
-}
-
-job_field() {  # job_field ID FIELD: one field of `scontrol show job`
-  timeout 10 scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
-
-job_ended() {
-  case "$(job_field "$1" JobState)" in
-    COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED) return 0 ;;
-    *) return 1 ;;
-  esac
-}
-
-show_job() {  # what a failure needs to be understood
-  local id=$1 out=$2
-  echo "---- scontrol show job $id" >&2
-  timeout 10 scontrol show job "$id" >&2 || true
-  echo "---- $out" >&2
-  cat "$out" >&2 2>/dev/null || true
-  echo "---- slurmctld.log (tail)" >&2
-  tail -n 20 "$scratch/log/slurmctld.log" >&2 2>/dev/null || true
-}
-
-wait_job_end() {  # wait_job_end ID OUTPUT SECONDS
-  if ! slurm_wait_for "$3" job_ended "$1"; then
-    show_job "$1" "$2"
-    fail "job $1 did not end within $3 s"
-  fi
-}
+job_script=$src/jobscripts/cpu_job.sh
 
 # The highest "step N" progress line the program has printed so far.
 last_step() {
@@ -122,23 +56,18 @@ reached_step() {
   [ -n "$s" ] && [ "$s" -ge "$2" ]
 }
 
-expect_line() {  # expect_line OUTPUT REGEX WHAT
-  grep -Eq "$2" "$1" || { show_job "${4:-}" "$1"; fail "$3: no line matching '$2' in $1"; }
-}
-
 # ---------------------------------------------------------------- reference run
 note "job ref: uninterrupted"
-ref=$(submit ref)
+ref=$(submit ref "$job_script" -- "${program_args[@]}")
 ref_out=$scratch/ref-$ref.out
 wait_job_end "$ref" "$ref_out" 240
-[ "$(job_field "$ref" JobState)" = COMPLETED ] || { show_job "$ref" "$ref_out"; fail "job ref did not complete"; }
-[ "$(job_field "$ref" Restarts)" = 0 ] || { show_job "$ref" "$ref_out"; fail "job ref was restarted"; }
-expect_line "$ref_out" '\] FINISHED$' "job ref" "$ref"
-expect_line "$ref_out" "^step +$steps " "job ref" "$ref"
+expect_state "$ref" "$ref_out" COMPLETED 0
+expect_line "$ref" "$ref_out" '\] FINISHED$' "job ref"
+expect_line "$ref" "$ref_out" "^step +$steps " "job ref"
 
 # ---------------------------------------------------------------- signalled run
 note "job sig: checkpoint signal once past step $signal_after_step"
-sig=$(submit sig)
+sig=$(submit sig "$job_script" -- "${program_args[@]}")
 sig_out=$scratch/sig-$sig.out
 if ! slurm_wait_for 180 reached_step "$sig_out" "$signal_after_step"; then
   show_job "$sig" "$sig_out"
@@ -151,19 +80,13 @@ echo "---- job sig output"
 cat "$sig_out"
 echo "----"
 
-state=$(job_field "$sig" JobState)
-restarts=$(job_field "$sig" Restarts)
-exit_code=$(job_field "$sig" ExitCode)
-note "job sig: JobState=$state Restarts=$restarts ExitCode=$exit_code"
-[ "$state" = COMPLETED ] || fail "job sig ended $state, not COMPLETED"
-[ "$restarts" = 1 ] || fail "job sig: Restarts=$restarts, expected 1"
-[ "$exit_code" = 0:0 ] || fail "job sig: ExitCode=$exit_code"
+expect_state "$sig" "$sig_out" COMPLETED 1
 
 # The batch script saw and forwarded the signal, the program checkpointed on it
 # and the script requeued the job.
-expect_line "$sig_out" 'restart 0\] checkpoint signal received: forwarding SIGUSR1' "first run"
-expect_line "$sig_out" '^checkpoint requested by a signal' "first run"
-expect_line "$sig_out" 'restart 0\] REQUEUE' "first run"
+expect_line "$sig" "$sig_out" 'restart 0\] checkpoint signal received: forwarding SIGUSR1' "first run"
+expect_line "$sig" "$sig_out" '^checkpoint requested by a signal' "first run"
+expect_line "$sig" "$sig_out" 'restart 0\] REQUEUE' "first run"
 # The step of the checkpoint written on the signal: the last "checkpoint at
 # step" line before the program's "requested by a signal" line.
 on_signal=$(sed -n '/^checkpoint requested by a signal/q;s/^checkpoint at step \([0-9][0-9]*\) .*/\1/p' "$sig_out" | tail -n 1)
@@ -171,9 +94,9 @@ on_signal=$(sed -n '/^checkpoint requested by a signal/q;s/^checkpoint at step \
 [ "$on_signal" -lt "$steps" ] || fail "the checkpoint on the signal is at step $on_signal, the end: nothing was left to restart"
 note "checkpoint on the signal at step $on_signal"
 # The second run: SLURM_RESTART_COUNT=1, restored exactly that checkpoint, finished.
-expect_line "$sig_out" 'restart 1\] start: SLURM_RESTART_COUNT=1 ' "second run"
-expect_line "$sig_out" "^restored .* at step $on_signal\$" "second run (restore of the checkpoint written on the signal)"
-expect_line "$sig_out" 'restart 1\] FINISHED$' "second run"
+expect_line "$sig" "$sig_out" 'restart 1\] start: SLURM_RESTART_COUNT=1 ' "second run"
+expect_line "$sig" "$sig_out" "^restored .* at step $on_signal\$" "second run (restore of the checkpoint written on the signal)"
+expect_line "$sig" "$sig_out" 'restart 1\] FINISHED$' "second run"
 [ "$(grep -c '\] start: ' "$sig_out")" -eq 2 ] || fail "job sig ran $(grep -c '\] start: ' "$sig_out") times, expected 2"
 
 # ---------------------------------------------------------------- same result
