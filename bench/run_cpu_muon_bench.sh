@@ -13,8 +13,11 @@ width=${WIDTH:-512}
 layers=${LAYERS:-6}
 iters=${ITERS:-10}
 echo "# $(date -u +%FT%TZ) $(uname -n), $cores cores, load $(cut -d' ' -f1-3 /proc/loadavg), BLAS $(ldd "$exe" | grep -o 'lib[a-z]*blas[^ ]*' | head -1)"
-echo "# Newton-Schulz, 5 quintic iterations, fp32, one rank, $cores BLAS threads; GF/s counts 4k^2n+2k^3 per iteration"
-OPENBLAS_NUM_THREADS=$cores mpirun -np 1 "$exe" --mode ns --repeats "${REPEATS:-7}"
+echo "# Newton-Schulz, 5 quintic iterations, fp32, one rank; GF/s counts 4k^2n+2k^3 per iteration (full GEMMs)"
+echo "# (a) one BLAS thread, process CPU time: robust when other work shares the machine"
+OPENBLAS_NUM_THREADS=1 mpirun -np 1 "$exe" --mode ns --clock cpu --repeats "${REPEATS:-7}"
+echo "# (b) $cores BLAS threads, wall time"
+OPENBLAS_NUM_THREADS=$cores mpirun -np 1 "$exe" --mode ns --clock wall --repeats "${REPEATS:-7}"
 echo
 echo "# dmuon_step: $layers Muon ${width}x$width + ${width}x$((4 * width)) + $((4 * width))x$width (fp32) with Adam biases, clipping on"
 printf '%-6s %-8s %12s %10s %10s\n' ranks threads muon_params step_ms min_ms
