@@ -24,3 +24,8 @@ foreach(example IN ITEMS burgers_surrogate_c burgers_surrogate_f)
 endforeach()
 add_test(NAME slurm_gpu_binding COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/test_gpu_binding.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(slurm_gpu_binding PROPERTIES LABELS slurm RUN_SERIAL TRUE PROCESSORS 2 TIMEOUT 1500)
+
+# The job-script helper's decision table, every row, with stand-ins for Slurm's
+# commands: no Slurm, no root, a few seconds (tests/slurm/test_job_helper.sh).
+add_test(NAME slurm_job_helper COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/test_job_helper.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(slurm_job_helper PROPERTIES LABELS "slurm;jobscripts" TIMEOUT 300)
