@@ -42,7 +42,9 @@ slurm_node_idle() {
 slurm_cluster_start() {
   local dir=$1 gpus=${2:-0}
   local host cpus ctld_port slurmd_port node_gres=""
-  host=$(hostname)
+  # The short name: slurmctld recognises itself as SlurmctldHost by it. Both
+  # daemons are reached at 127.0.0.1, so no name needs to resolve.
+  host=$(hostname -s)
   # Not Slurm's default ports: a site's or another test's Slurm may hold them.
   ctld_port=$(slurm_free_port 16817) || { echo "cluster.sh: no free port" >&2; return 1; }
   slurmd_port=$(slurm_free_port $((ctld_port + 1))) || { echo "cluster.sh: no free port" >&2; return 1; }
@@ -131,7 +133,8 @@ CONF
   # -D: foreground, so $! is the daemon itself; -c: no state from an earlier run.
   slurmctld -D -c -f "$SLURM_CONF" >"$dir/log/slurmctld.out" 2>&1 &
   echo $! >"$dir/slurmctld.launcher.pid"
-  slurmd -D -f "$SLURM_CONF" >"$dir/log/slurmd.out" 2>&1 &
+  # -N: the node it is, whatever the machine's full name looks like.
+  slurmd -D -N "$host" -f "$SLURM_CONF" >"$dir/log/slurmd.out" 2>&1 &
   echo $! >"$dir/slurmd.launcher.pid"
   if ! slurm_wait_for 60 slurm_node_idle; then
     echo "cluster.sh: the node did not become idle within 60 s" >&2
