@@ -29,10 +29,12 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 failed=0
 run_test() {  # name, command...
   local name=$1; shift
-  local t0=$(date +%s.%N)
+  local t0
+  t0=$(date +%s.%N)
   timeout 300 "$@" > "$logs/$name.log" 2>&1
   local rc=$?
-  local dt=$(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || echo "?")
+  local dt
+  dt=$(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || echo "?")
   case $rc in
     0) echo "PASS  $name (${dt}s)";;
     77) echo "SKIP  $name";;
