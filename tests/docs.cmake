@@ -9,6 +9,8 @@
 #    Fortran module; docs_c_api_index, docs_error_table and
 #    docs_fortran_status_constants: the C API page, docs/errors.md and the
 #    Fortran constants follow dmuon.h;
+#  - docs_ns_coefficients: the Newton-Schulz page gives the coefficients of
+#    src/core/newton_schulz.cpp, digit for digit;
 #  - docs_links: the relative links of docs/index.md, docs/guide, docs/reference
 #    and docs/troubleshooting.md resolve.
 # The snippets are targets outside `all` (built only by the test), re-extracted
@@ -122,7 +124,10 @@ add_test(NAME docs_c_api_index COMMAND sh ${docs_test_dir}/check_listed.sh funct
                                        ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.h ${PROJECT_SOURCE_DIR}/docs/reference/c-api.md)
 add_test(NAME docs_error_table COMMAND sh ${docs_test_dir}/check_listed.sh statuses
                                        ${PROJECT_SOURCE_DIR}/include/dmuon/dmuon.h ${PROJECT_SOURCE_DIR}/docs/errors.md)
-set_tests_properties(docs_c_api_index docs_error_table PROPERTIES LABELS docs)
+add_test(NAME docs_ns_coefficients COMMAND sh ${docs_test_dir}/check_listed.sh polar-express
+                                           ${PROJECT_SOURCE_DIR}/src/core/newton_schulz.cpp
+                                           ${PROJECT_SOURCE_DIR}/docs/reference/newton-schulz.md)
+set_tests_properties(docs_c_api_index docs_error_table docs_ns_coefficients PROPERTIES LABELS docs)
 if(DMuon_HAS_FORTRAN)
   # docs/reference/fortran.md promises every status code as a Fortran constant
   # with its C value: the constants generated from dmuon.h for the module.

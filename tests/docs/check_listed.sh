@@ -3,6 +3,8 @@
 #   check_listed.sh functions DMUON_H PAGE   every function of the header is named in PAGE
 #   check_listed.sh statuses DMUON_H PAGE    every DMUON_STATUS_LIST entry has a table row
 #                                            "| `NAME` | VALUE |" in PAGE, and no other code does
+#   check_listed.sh polar-express NS_CPP PAGE  the Polar Express rows of src/core/newton_schulz.cpp
+#                                            are the table rows of PAGE, digit for digit
 #   check_listed.sh fortran-statuses DMUON_H INC   every DMUON_STATUS_LIST entry is a Fortran
 #                                            constant "NAME = VALUE" in INC (generated for the module)
 set -u
@@ -42,6 +44,18 @@ fortran-statuses)
     grep -qi "parameter.*:: *$name *= *$value *\$" "$page" || { echo "$page: no constant $name = $value"; status=1; }
   done
   [ $status -eq 0 ] && echo "$n status codes, each a Fortran constant with its value" ;;
-*) echo "usage: $0 functions|statuses|fortran-statuses DMUON_H FILE"; exit 2 ;;
+polar-express)
+  code=$(sed -n 's/^ *{\(-\{0,1\}[0-9][0-9.]*\), \(-\{0,1\}[0-9][0-9.]*\), \(-\{0,1\}[0-9][0-9.]*\)},*$/\1 \2 \3/p' "$header")
+  table=$(sed -n 's/^| [0-9][0-9a-z ]* | \(-\{0,1\}[0-9][0-9.]*\) | \(-\{0,1\}[0-9][0-9.]*\) | \(-\{0,1\}[0-9][0-9.]*\) |$/\1 \2 \3/p' "$page")
+  [ -n "$code" ] || { echo "no coefficient rows found in $header"; exit 1; }
+  if [ "$code" != "$table" ]; then
+    printf 'the Polar Express table of %s differs from %s:\n--- code\n%s\n--- page\n%s\n' "$page" "$header" "$code" "$table"
+    exit 1
+  fi
+  quintic=$(sed -n 's/.*NsCoefficients{\(-\{0,1\}[0-9.]*\)f, \(-\{0,1\}[0-9.]*\)f, \(-\{0,1\}[0-9.]*\)f}.*/(\1, \2, \3)/p' "$header")
+  [ -n "$quintic" ] || { echo "no quintic coefficients found in $header"; exit 1; }
+  grep -qF "\`(a, b, c) = $quintic\`" "$page" || { echo "$page does not give the quintic coefficients $quintic"; exit 1; }
+  echo "$(echo "$code" | wc -l) Polar Express rows and the quintic $quintic, the same in $page" ;;
+*) echo "usage: $0 functions|statuses|polar-express|fortran-statuses FILE FILE"; exit 2 ;;
 esac
 exit $status
