@@ -51,3 +51,6 @@ foreach(n 2 3)
   set_tests_properties(determinism_compare_np${n} PROPERTIES FIXTURES_REQUIRED determinism_np${n}
                        LABELS hardening ENVIRONMENT "${DMUON_TEST_ENV}")
 endforeach()
+
+# The bad-input matrix over every public C function (docs/errors.md).
+dmuon_add_gtest(test_bad_input SOURCES hardening/test_bad_input.cpp NPROCS 1 LABELS hardening)
