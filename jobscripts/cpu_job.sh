@@ -34,21 +34,23 @@ set -uo pipefail  # no -e: the script itself decides what a non-zero status mean
 
 # CHANGE: what runs. Environment variables of the same names win, so a test or
 # a wrapper can point at another build without editing this file.
-: "${DMUON_PROGRAM:=$SLURM_SUBMIT_DIR/build/examples/burgers_surrogate_c}"   # or burgers_surrogate_f (Fortran)
-: "${DMUON_CONFIG:=$SLURM_SUBMIT_DIR/examples/surrogate.cfg}"
+: "${DMUON_PROGRAM:=${SLURM_SUBMIT_DIR:-$PWD}/build/examples/burgers_surrogate_c}"   # or burgers_surrogate_f (Fortran)
+: "${DMUON_CONFIG:=${SLURM_SUBMIT_DIR:-$PWD}/examples/surrogate.cfg}"
 # srun options: --mpi=pmix is how Slurm starts Open MPI 4 and later (CHANGE to
 # your site's plugin: `srun --mpi=list`); --cpu-bind=cores pins each rank to
 # its cores so BLAS threads do not wander.
 : "${DMUON_SRUN_OPTIONS:=--mpi=pmix --cpu-bind=cores}"
 
-# One BLAS/OpenMP thread per core of the rank.
+# One BLAS/OpenMP thread per core of the rank. Since Slurm 22.05 srun may not
+# take --cpus-per-task from the job (see its release notes): SRUN_CPUS_PER_TASK does.
+export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-1}
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 export OPENBLAS_NUM_THREADS=$OMP_NUM_THREADS
 
 # The shared helper. sbatch runs a copy of this script from a spool directory,
 # so the helper is found from the submission directory (CHANGE DMUON_JOBSCRIPTS
 # when submitting from elsewhere).
-: "${DMUON_JOBSCRIPTS:=$SLURM_SUBMIT_DIR/jobscripts}"
+: "${DMUON_JOBSCRIPTS:=${SLURM_SUBMIT_DIR:-$PWD}/jobscripts}"
 # shellcheck source=jobscripts/lib/dmuon_job.sh
 source "$DMUON_JOBSCRIPTS/lib/dmuon_job.sh" || exit 1
 

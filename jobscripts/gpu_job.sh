@@ -33,8 +33,8 @@ set -uo pipefail  # no -e: the script itself decides what a non-zero status mean
 # module load gcc/12 cuda/12.4 nccl openmpi/4.1 hdf5/1.14-mpi
 
 # CHANGE: what runs (environment variables of the same names win).
-: "${DMUON_PROGRAM:=$SLURM_SUBMIT_DIR/build/examples/burgers_surrogate_c}"   # or burgers_surrogate_f (Fortran)
-: "${DMUON_CONFIG:=$SLURM_SUBMIT_DIR/examples/surrogate.cfg}"
+: "${DMUON_PROGRAM:=${SLURM_SUBMIT_DIR:-$PWD}/build/examples/burgers_surrogate_c}"   # or burgers_surrogate_f (Fortran)
+: "${DMUON_CONFIG:=${SLURM_SUBMIT_DIR:-$PWD}/examples/surrogate.cfg}"
 # srun options. The step inherits the job's GPUs and every rank sees all GPUs
 # of its node (CUDA_VISIBLE_DEVICES=0,...,N-1); dmuon takes the one numbered by
 # the rank's place on the node (node-local rank modulo visible GPUs), and NCCL
@@ -46,10 +46,12 @@ set -uo pipefail  # no -e: the script itself decides what a non-zero status mean
 # advice for GPU-CPU affinity, e.g. --cpu-bind=socket on two-socket nodes).
 : "${DMUON_SRUN_OPTIONS:=--mpi=pmix --cpu-bind=cores}"
 
+# Cores per rank for srun too (see cpu_job.sh), and as many BLAS/OpenMP threads.
+export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-1}
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 export OPENBLAS_NUM_THREADS=$OMP_NUM_THREADS
 
-: "${DMUON_JOBSCRIPTS:=$SLURM_SUBMIT_DIR/jobscripts}"
+: "${DMUON_JOBSCRIPTS:=${SLURM_SUBMIT_DIR:-$PWD}/jobscripts}"
 # shellcheck source=jobscripts/lib/dmuon_job.sh
 source "$DMUON_JOBSCRIPTS/lib/dmuon_job.sh" || exit 1
 
