@@ -5,21 +5,27 @@
 # progress of each, then how many steps each needs to reach the same loss,
 # and writes BUILD_DIR/demo/loss_curves.csv and loss_curves.png.
 #
-#   examples/run_demo.sh [BUILD_DIR] [--np N] [--any-example-option=value ...]
+#   examples/run_demo.sh [BUILD_DIR] [--np N] [--out DIR] [--any-example-option=value ...]
 #
-# BUILD_DIR defaults to ./build; options after it go to both runs (for
-# example --steps=300 for a short demo, --backend=cpu). Needs gnuplot
-# (Debian: gnuplot-nox) for the image.
+# BUILD_DIR defaults to ./build, DIR to BUILD_DIR/demo; the other options go
+# to both runs (for example --steps=300 for a short demo, --backend=cpu).
+# Needs gnuplot (Debian: gnuplot-nox) for the image.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
 [ $# -gt 0 ] && shift
 np=2
-if [ "${1:-}" = "--np" ]; then np=$2; shift 2; fi
+out=$build/demo
+while [ $# -ge 2 ]; do
+  case $1 in
+    --np) np=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
 exe=$build/examples/burgers_surrogate_c
 [ -x "$exe" ] || { echo "run_demo.sh: $exe not found: build first (cmake --build $build)" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "run_demo.sh: gnuplot not found (Debian: apt-get install gnuplot-nox)" >&2; exit 1; }
-out=$build/demo
 mkdir -p "$out"
 
 # The MPI launcher the build found; OpenMPI wants to be told about root and

@@ -161,7 +161,10 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
       if (rank == 0) {
         printf("step %6d  loss %.4e  steps/s %8.1f\n", done_steps, relative, since_log / (now - t_log));
         fflush(stdout);
-        if (csv) fprintf(csv, "%d,%.6e,%.3f\n", done_steps, relative, now - t0);
+        if (csv) {
+          fprintf(csv, "%d,%.6e,%.3f\n", done_steps, relative, now - t0);
+          fflush(csv);  /* a run killed by the scheduler keeps its curve */
+        }
       }
       loss_sum[0] = loss_sum[1] = 0;
       since_log = 0;
@@ -170,7 +173,6 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
     int requested = 0;
     CHECK(dmuon_checkpoint_requested(ctx, &requested));
     if (requested || (cfg->checkpoint_every > 0 && done_steps % cfg->checkpoint_every == 0)) {
-      if (csv) fflush(csv);
       CHECK(dmuon_checkpoint_save(opt, cfg->checkpoint_dir, done_steps, NULL));
       if (rank == 0) printf("checkpoint at step %d in %s\n", done_steps, cfg->checkpoint_dir);
       if (requested) {

@@ -122,7 +122,8 @@ program burgers_surrogate
       now = MPI_Wtime()
       if (rank == 0) then
         write (*, '("step ",i6,"  loss ",es11.4,"  steps/s ",f8.1)') done_steps, global(1) / global(2), since_log / (now - t_log)
-        write (csv, '(i0,",",es13.6,",",f0.3)') done_steps, global(1) / global(2), now - t0
+        write (csv, '(i0,",",es12.6,",",f0.3)') done_steps, global(1) / global(2), now - t0
+        flush (csv)  ! a run killed by the scheduler keeps its curve
         flush (6)
       end if
       loss_sum = 0
@@ -131,7 +132,6 @@ program burgers_surrogate
     end if
     call dmuon_checkpoint_requested(ctx, requested)
     if (requested .or. (cfg%checkpoint_every > 0 .and. mod(done_steps, max(cfg%checkpoint_every, 1)) == 0)) then
-      if (rank == 0) flush (csv)
       call dmuon_checkpoint_save(opt, cfg%checkpoint_dir, int(done_steps, c_int64_t))
       if (rank == 0) write (*, '("checkpoint at step ",i0," in ",a)') done_steps, trim(cfg%checkpoint_dir)
       if (requested) then

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the build tree into a temporary prefix, then builds the outside
+# projects consumer_c (and consumer_fortran when Fortran is on) against it
+# with find_package(DMuon CONFIG), and a C program through pkg-config, and
+# runs each on 2 ranks.
+#   run_consumers.sh BUILD_DIR WORK_DIR HAS_FORTRAN MPIEXEC [C_COMPILER CXX_COMPILER Fortran_COMPILER]
+set -euo pipefail
+build=$1 work=$2 has_fortran=$3 mpiexec=$4
+here=$(cd "$(dirname "$0")" && pwd)
+compilers=()
+[ -n "${5:-}" ] && compilers+=(-DCMAKE_C_COMPILER="$5")
+[ -n "${6:-}" ] && compilers+=(-DCMAKE_CXX_COMPILER="$6")
+[ -n "${7:-}" ] && compilers+=(-DCMAKE_Fortran_COMPILER="$7")
+rm -rf "$work"
+mkdir -p "$work"
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+test -f "$prefix/lib/cmake/DMuon/DMuonConfig.cmake" || { echo "no DMuonConfig.cmake installed"; exit 1; }
+
+consumers=(consumer_c)
+[ "$has_fortran" = "ON" ] && consumers+=(consumer_fortran)
+for c in "${consumers[@]}"; do
+  echo "== $c: configure, build, run on 2 ranks"
+  cmake -S "$here/$c" -B "$work/$c" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release "${compilers[@]}" \
+    >"$work/$c.configure.log" || { cat "$work/$c.configure.log"; exit 1; }
+  cmake --build "$work/$c" >"$work/$c.build.log" || { cat "$work/$c.build.log"; exit 1; }
+  "$mpiexec" -n 2 "$work/$c/$c" | tee "$work/$c.out"
+  grep -q "on 2 ranks: OK" "$work/$c.out"
+done
+
+if command -v pkg-config >/dev/null && command -v mpicc >/dev/null; then
+  echo "== consumer_c through pkg-config (static libdmuon: --static)"
+  export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+  # shellcheck disable=SC2046  # the flags are meant to split
+  mpicc -o "$work/consumer_pc" "$here/consumer_c/main.c" $(pkg-config --static --cflags --libs dmuon)
+  "$mpiexec" -n 2 "$work/consumer_pc" | tee "$work/consumer_pc.out"
+  grep -q "on 2 ranks: OK" "$work/consumer_pc.out"
+fi
+echo "install test passed"
