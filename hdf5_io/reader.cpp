@@ -28,10 +28,10 @@ struct Restored {
   std::vector<int> owners;  // per Muon parameter, registration order
   bool replayed = false;
   Layout layout;
-  std::array<std::vector<char>, kNumDtypes> muon_param;      // full owner-major buffer
-  std::array<std::vector<float>, kNumDtypes> muon_momentum;  // this rank's segment
-  std::array<std::vector<char>, kNumDtypes> adam_param;      // full padded buffer
-  std::array<std::vector<float>, kNumDtypes> adam_m, adam_v;
+  std::array<HostBuffer, kNumDtypes> muon_param;     // full owner-major buffer
+  std::array<HostBuffer, kNumDtypes> muon_momentum;  // this rank's segment (fp32)
+  std::array<HostBuffer, kNumDtypes> adam_param;     // full padded buffers
+  std::array<HostBuffer, kNumDtypes> adam_m, adam_v;
   std::vector<int64_t> adam_steps;  // per Adam row
 };
 
@@ -179,8 +179,8 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     const std::size_t es = dtype_size(d);
     const int64_t seg = r.layout.muon[static_cast<std::size_t>(di)].segment_elements;
     if (fc.muon_total[di] > 0) {
-      r.muon_param[di].assign(static_cast<std::size_t>(seg * world) * es, 0);
-      r.muon_momentum[di].assign(static_cast<std::size_t>(seg), 0.f);
+      r.muon_param[di] = HostBuffer(static_cast<std::size_t>(seg * world) * es);
+      r.muon_momentum[di] = HostBuffer(static_cast<std::size_t>(seg) * 4);
       read_verified(comm, file,
                     job_for(dataset_path(Kind::muon, d, Buffer::param), file_type(d, Buffer::param), es, fc.muon_total[di],
                             muon_pieces(planned, fc, d, rank, seg, false), r.muon_param[di].data(), seg * world));
@@ -203,7 +203,7 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
       const int64_t padded = r.layout.adam_elements[static_cast<std::size_t>(di)];
       const std::pair<Buffer, std::size_t> bufs[] = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
       for (const auto& [b, size] : bufs) {
-        std::vector<char> canon(static_cast<std::size_t>(total) * size);
+        HostBuffer canon(static_cast<std::size_t>(total) * size);
         read_verified(comm, file,
                       job_for(dataset_path(Kind::adam, d, b), file_type(d, b), size, total, {{lo, lo, hi - lo}},
                               canon.data(), total));
@@ -213,20 +213,14 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
           for (auto& x : o) x *= static_cast<int64_t>(size);
           allgatherv_bytes(comm, canon.data(), c, o);
         });
-        std::vector<char> image(static_cast<std::size_t>(padded) * size, 0);
+        HostBuffer image(static_cast<std::size_t>(padded) * size);
         for (std::size_t i = 0; i < planned.size(); ++i) {
           const ParamRecord& p = planned[i];
           if (p.kind != Kind::adam || p.dtype != d) continue;
           std::copy_n(canon.data() + fc.offset[i] * static_cast<int64_t>(size), p.numel * static_cast<int64_t>(size),
                       image.data() + p.offset * static_cast<int64_t>(size));
         }
-        if (b == Buffer::param) {
-          r.adam_param[di] = std::move(image);
-        } else {
-          auto& dst = b == Buffer::exp_avg ? r.adam_m[di] : r.adam_v[di];
-          dst.resize(static_cast<std::size_t>(padded));
-          std::copy_n(image.data(), image.size(), reinterpret_cast<char*>(dst.data()));
-        }
+        (b == Buffer::param ? r.adam_param : b == Buffer::exp_avg ? r.adam_m : r.adam_v)[di] = std::move(image);
       }
     }
   }
@@ -269,13 +263,13 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
     const MuonBuffers& mb = opt.muon_buffers(d);
     if (!r.muon_param[di].empty()) {
       b.upload(mb.param, r.muon_param[di].data(), r.muon_param[di].size());
-      b.upload(mb.momentum, r.muon_momentum[di].data(), r.muon_momentum[di].size() * 4);
+      b.upload(mb.momentum, r.muon_momentum[di].data(), r.muon_momentum[di].size());
     }
     const AdamBuffers& ab = opt.adam_buffers(d);
     if (!r.adam_param[di].empty()) {
       b.upload(ab.param, r.adam_param[di].data(), r.adam_param[di].size());
-      b.upload(ab.exp_avg, r.adam_m[di].data(), r.adam_m[di].size() * 4);
-      b.upload(ab.exp_avg_sq, r.adam_v[di].data(), r.adam_v[di].size() * 4);
+      b.upload(ab.exp_avg, r.adam_m[di].data(), r.adam_m[di].size());
+      b.upload(ab.exp_avg_sq, r.adam_v[di].data(), r.adam_v[di].size());
     }
   }
   if (opt.layout().num_adam_rows > 0)

@@ -1,12 +1,19 @@
 #include "transfer.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 
 #include "core/error.hpp"
 #include "crc32c.hpp"
 #include "h5_util.hpp"
 
 namespace dmuon::ckpt {
+
+HostBuffer::HostBuffer(std::size_t bytes) : p_(static_cast<char*>(std::calloc(bytes ? bytes : 1, 1))), n_(bytes) {
+  if (!p_) throw std::bad_alloc();
+}
+void HostBuffer::Free::operator()(char* p) const noexcept { std::free(p); }
 
 std::vector<Piece> merge_pieces(std::vector<Piece> pieces) {
   std::vector<Piece> out;

@@ -5,6 +5,7 @@
 #pragma once
 #include <hdf5.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,24 @@
 #include "format.hpp"
 
 namespace dmuon::ckpt {
+
+// Zeroed host memory from calloc: large blocks come straight from the
+// kernel's zero pages, so staging a gigabyte costs no extra memset pass.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  explicit HostBuffer(std::size_t bytes);
+  char* data() const { return p_.get(); }
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const noexcept;
+  };
+  std::unique_ptr<char, Free> p_;
+  std::size_t n_ = 0;
+};
 
 // One dataset as this rank sees it: which elements it moves, from/to where.
 struct DatasetJob {

@@ -57,3 +57,11 @@ foreach(t IN ITEMS test_checkpoint_integrity:2 test_checkpoint_mismatch:2 test_c
   target_link_libraries(${name} PRIVATE dmuon_ckpt_test_support GTest::gtest)
   dmuon_add_mpi_test(NAME ${name} COMMAND ${name} NPROCS ${np} LABELS checkpoint)
 endforeach()
+
+# An independent Python reader (h5py) written from docs/checkpoint-format.md; skipped (77) where
+# no python3 with h5py is found.
+add_test(NAME checkpoint_h5py_reader
+         COMMAND sh -c "for p in python3 /usr/bin/python3; do $p -c 'import h5py' 2>/dev/null && exec $p \"$0\" \"$1\"; done; exit 77"
+                 ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/read_checkpoint.py ${ckpt_dir}/3to2/ckpt_${ckpt_steps}.h5)
+set_tests_properties(checkpoint_h5py_reader PROPERTIES LABELS checkpoint SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED checkpoint_resume_3to2)
