@@ -65,3 +65,17 @@ add_test(NAME checkpoint_h5py_reader
                  ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/read_checkpoint.py ${ckpt_dir}/3to2/ckpt_${ckpt_steps}.h5)
 set_tests_properties(checkpoint_h5py_reader PROPERTIES LABELS checkpoint SKIP_RETURN_CODE 77
                      FIXTURES_REQUIRED checkpoint_resume_3to2)
+
+# Rank 0 dies after the rename, before `latest` moves: `latest` still wins, the new file is whole.
+set(crash2_dir ${ckpt_dir}/crash_before_latest)
+dmuon_add_mpi_test(NAME checkpoint_crash2_prepare COMMAND ckpt_tool crash-prepare ${crash2_dir} 3 NPROCS 2
+                   LABELS checkpoint PROPERTIES FIXTURES_SETUP checkpoint_crash2_prepared)
+dmuon_add_mpi_test(NAME checkpoint_crash2_kill COMMAND ckpt_tool crash ${crash2_dir} 3 2 NPROCS 2 LABELS checkpoint
+                   PROPERTIES WILL_FAIL TRUE TIMEOUT 120 FIXTURES_REQUIRED checkpoint_crash2_prepared
+                              FIXTURES_SETUP checkpoint_crash2_killed)
+set_tests_properties(checkpoint_crash2_kill_np2 PROPERTIES
+                     ENVIRONMENT "${DMUON_TEST_ENV};DMUON_FAULT_POINT=save-kill-before-latest@0")
+dmuon_add_mpi_test(NAME checkpoint_crash2_verify COMMAND ckpt_tool crash-verify-renamed ${crash2_dir} 3 2 NPROCS 1
+                   LABELS checkpoint)
+set_tests_properties(checkpoint_crash2_verify_np1 PROPERTIES
+                     FIXTURES_REQUIRED "checkpoint_crash2_prepared;checkpoint_crash2_killed")

@@ -10,6 +10,7 @@
 //   ckpt_tool crash DIR S K         restore, K steps, save at S+K (the test arms
 //                                   DMUON_FAULT_POINT=save-kill@1: a rank dies mid-save)
 //   ckpt_tool crash-verify DIR S K  `latest` still restores step S, nothing lost
+//   ckpt_tool crash-verify-renamed DIR S K   after save-kill-before-latest@0
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +155,31 @@ int mode_crash_verify(const std::string& dir, int s, int k) {
   return 0;
 }
 
+// Rank 0 died after renaming the new file but before moving `latest`: the
+// new file is complete, `latest` still names the previous one and wins.
+int mode_crash_verify_renamed(const std::string& dir, int s, int k) {
+  const std::string renamed = dir + "/ckpt_" + std::to_string(s + k) + ".h5";
+  if (g_rank == 0) {
+    expect(std::filesystem::exists(renamed) && !std::filesystem::exists(renamed + ".tmp"), "the rename happened");
+    expect(read_text(dir + "/latest") == "ckpt_" + std::to_string(s) + ".h5", "latest still names step " + std::to_string(s));
+  }
+  ModelRun b(mixed_model(), 2);
+  int64_t user_step = -1;
+  b.check(dmuon_checkpoint_restore(b.opt, dir.c_str(), &user_step), "restore");
+  expect(user_step == s, "latest is followed");
+  ModelRun a(mixed_model());
+  for (int i = 0; i < s; ++i) a.step(i);
+  expect_same(a.state(), b.state(), "restored through latest");
+  // The renamed file is itself complete.
+  ModelRun c(mixed_model(), 3);
+  c.check(dmuon_checkpoint_restore(c.opt, renamed.c_str(), &user_step), "restore of the renamed file");
+  expect(user_step == s + k, "renamed file's step");
+  for (int i = s; i < s + k; ++i) a.step(i);
+  expect_same(a.state(), c.state(), "the renamed file holds step S+K");
+  expect(a.ok && b.ok && c.ok, "library calls");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,6 +198,8 @@ int main(int argc, char** argv) {
     mode_crash(dir, arg(3), arg(4));
   else if (mode == "crash-verify" && argc == 5)
     mode_crash_verify(dir, arg(3), arg(4));
+  else if (mode == "crash-verify-renamed" && argc == 5)
+    mode_crash_verify_renamed(dir, arg(3), arg(4));
   else
     expect(false, "usage: ckpt_tool save|resume|crash-prepare|crash|crash-verify DIR ...");
   const bool all = all_ranks(g_ok);
