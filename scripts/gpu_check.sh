@@ -61,6 +61,8 @@ bench bench_cuda_adam "$(find_bin bench_cuda_adam)"
 bench bench_torch_adam python3 "$here/bench/cuda/bench_torch_adam.py"
 bench bench_cuda_ns "$(find_bin bench_cuda_ns)"
 bench bench_torch_ns python3 "$here/bench/cuda/bench_torch_ns.py"
+bench bench_cuda_ns12 "$(find_bin bench_cuda_ns)" --count 12 --iters 10
+bench bench_torch_ns12 python3 "$here/bench/cuda/bench_torch_ns.py" 12
 bench bench_cuda_step "$(find_bin bench_cuda_step)"
 bench bench_torch_step python3 "$here/bench/cuda/bench_torch_step.py"
 

@@ -107,6 +107,7 @@ struct Run {
   }
   // Host microseconds per dmuon_step() call while a kernel holds the stream
   // (so the device's pace does not enter): the cost of enqueuing a step.
+  // At most the scalar ring's slots less one (7) calls fit before the host waits.
   double host_us_per_step(int calls);
 };
 

@@ -35,6 +35,7 @@ void run(int step_graph, int clip) {
   o.max_grad_norm = clip ? 1.0 : 0.0;
   dmuon_options_t ou = o;
   ou.cuda_stream = user;
+  {  // the user's stream must outlive the optimizer that enqueues on it
   Model held("cuda", kModel, ou), twin("cuda", kModel, o);
   held.init();
   twin.init();
@@ -69,6 +70,7 @@ void run(int step_graph, int clip) {
   for (int k = 0; k < 3; ++k) ASSERT_EQ(dmuon_step(twin.opt), DMUON_SUCCESS);
   for (std::size_t k = 0; k < kModel.size(); ++k) EXPECT_EQ(held.raw(int(k)), twin.raw(int(k))) << kModel[k].name;
   cudaFreeHost(flag);
+  }
   cudaStreamDestroy(user);
 }
 

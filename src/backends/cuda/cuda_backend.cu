@@ -11,7 +11,6 @@ namespace {
 ncclDataType_t nccl_type(Dtype d) { return d == Dtype::fp32 ? ncclFloat32 : ncclBfloat16; }
 ncclComm_t as_comm(void* p) { return static_cast<ncclComm_t>(p); }
 cudaStream_t as_stream(void* p) { return static_cast<cudaStream_t>(p); }
-constexpr std::size_t kCublasWorkspace = std::size_t{32} << 20;  // cuBLAS' recommendation for Hopper
 
 void mix(uint64_t& h, uint64_t w) { h = (h ^ w) * 1099511628211ull; }
 }  // namespace
@@ -29,6 +28,7 @@ CudaStepState::CudaStepState(int device) {
   // A workspace of our own: cuBLAS then never allocates inside a step or a capture.
   cuda_check(cudaMalloc(&cublas_workspace, kCublasWorkspace), "cudaMalloc (cuBLAS workspace)");
   cublas_check(cublasSetWorkspace(cublas, cublas_workspace, kCublasWorkspace), "cublasSetWorkspace");
+  cublas_check(cublasLtCreate(&lt), "cublasLtCreate");
   cuda_check(cudaMalloc(&sumsq_partials, sizeof(double) * kSumsqBlocks), "cudaMalloc (norm partials)");
 }
 
@@ -45,6 +45,13 @@ CudaStepState::~CudaStepState() {
   for (AdamChunk* c : chunks) cudaFree(c);
   cudaFreeHost(chunks_host);
   cudaFree(sumsq_partials);
+  for (auto& kv : lt_plans) {
+    LtPlan& p = kv.second;
+    if (p.op) cublasLtMatmulDescDestroy(p.op);
+    for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+  if (lt) cublasLtDestroy(lt);
   if (cublas) cublasDestroy(cublas);
   cudaFree(cublas_workspace);
   for (cudaEvent_t e : slot_done) cudaEventDestroy(e);

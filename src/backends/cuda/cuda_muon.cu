@@ -1,6 +1,6 @@
 // Muon on the CUDA backend: for each batch of same-shape owned matrices,
 // momentum (+ the Frobenius sum of squares), normalisation, Newton-Schulz in
-// bf16 with fp32 accumulation through cublasGemmStridedBatchedEx (the shared
+// bf16 with fp32 accumulation through batched cuBLASLt matmuls (the shared
 // newton_schulz_iterate template over a cuBLAS engine), and the update. Each
 // shape is captured in a CUDA graph after one eager warm-up call and replayed.
 #include <algorithm>
@@ -101,29 +101,96 @@ __global__ void update_kernel(T* __restrict__ param, const MuonMatrix* mats, con
 }
 
 // The Engine of newton_schulz_iterate: row-major bf16 matrices, batched with
-// fixed strides. A k x n matrix stored column-major (a tall matrix's own
-// buffer read as its transpose) flips the operand order instead of moving data.
-struct CublasEngine {
-  cublasHandle_t h;
-  cudaStream_t stream;
+// fixed strides, fp32 accumulation. A k x n matrix stored column-major (a tall
+// matrix's own buffer read as its transpose) flips the operand order instead
+// of moving data. The template's "copy C, then GEMM with beta" pairs become
+// one cuBLASLt matmul reading C from the copy's source (D != C): no copy pass,
+// half the traffic of the linear combination.
+struct NsEngine {
+  CudaStepState& st;
   int batch;
   bool col_major;
-  void gemm(bool trans_b, long M, long N, long K, float alpha, uint16_t* A, uint16_t* B, float beta, uint16_t* C) {
-    const long long sA = M * K, sB = K * N, sC = M * N;
-    cublasStatus_t rc;
-    if (!col_major)  // C^T = op(B)^T A^T in cuBLAS' column-major view
-      rc = cublasGemmStridedBatchedEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(N), int(M), int(K), &alpha,
-                                      B, CUDA_R_16BF, int(trans_b ? K : N), sB, A, CUDA_R_16BF, int(K), sA, &beta, C,
-                                      CUDA_R_16BF, int(N), sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    else
-      rc = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, int(M), int(N), int(K), &alpha,
-                                      A, CUDA_R_16BF, int(M), sA, B, CUDA_R_16BF, int(trans_b ? N : K), sB, &beta, C,
-                                      CUDA_R_16BF, int(M), sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    cublas_check(rc, "cublasGemmStridedBatchedEx (Newton-Schulz)");
-  }
+  struct Pending {
+    uint16_t* dst = nullptr;
+    const uint16_t* src = nullptr;
+    long elements = 0;
+  } pending;
+
   void copy(uint16_t* dst, const uint16_t* src, long elements) {
-    cuda_check(cudaMemcpyAsync(dst, src, sizeof(uint16_t) * elements * batch, cudaMemcpyDeviceToDevice, stream),
+    flush();
+    pending = {dst, src, elements};
+  }
+  void flush() {
+    if (!pending.dst) return;
+    cuda_check(cudaMemcpyAsync(pending.dst, pending.src, sizeof(uint16_t) * pending.elements * batch,
+                               cudaMemcpyDeviceToDevice, st.stream),
                "cudaMemcpyAsync (Newton-Schulz)");
+    pending = {};
+  }
+
+  void gemm(bool trans_b, long M, long N, long K, float alpha, uint16_t* A, uint16_t* B, float beta, uint16_t* C) {
+    const uint16_t* c_in = C;
+    if (pending.dst == C && beta != 0.f) {
+      c_in = pending.src;  // D = alpha op(A) op(B) + beta * (the copy's source)
+      pending = {};
+    }
+    flush();
+    // The column-major call: C_cm(m x n) = op1(P) op2(Q).
+    const bool t1 = col_major ? false : trans_b, t2 = col_major ? trans_b : false;
+    const long m = col_major ? M : N, n = col_major ? N : M, k = K;
+    uint16_t* P = col_major ? A : B;
+    uint16_t* Q = col_major ? B : A;
+    const long ldp = col_major ? M : (trans_b ? K : N), ldq = col_major ? (trans_b ? N : K) : K, ldc = m;
+    const long sP = col_major ? M * K : K * N, sQ = col_major ? K * N : M * K, sC = M * N;
+    LtPlan& plan = plan_for({t1, t2, m, n, k, batch, ldp, ldq}, t1, t2, m, n, k, ldp, ldq, ldc, sP, sQ, sC);
+    if (plan.usable) {
+      cublas_check(cublasLtMatmul(st.lt, plan.op, &alpha, P, plan.a, Q, plan.b, &beta, c_in, plan.c, C, plan.c, &plan.algo,
+                                  st.cublas_workspace, kCublasWorkspace, st.stream),
+                   "cublasLtMatmul (Newton-Schulz)");
+      return;
+    }
+    if (c_in != C)
+      cuda_check(cudaMemcpyAsync(C, c_in, sizeof(uint16_t) * M * N * batch, cudaMemcpyDeviceToDevice, st.stream),
+                 "cudaMemcpyAsync (Newton-Schulz)");
+    cublas_check(cublasGemmStridedBatchedEx(st.cublas, t1 ? CUBLAS_OP_T : CUBLAS_OP_N, t2 ? CUBLAS_OP_T : CUBLAS_OP_N, int(m),
+                                            int(n), int(k), &alpha, P, CUDA_R_16BF, int(ldp), sP, Q, CUDA_R_16BF, int(ldq),
+                                            sQ, &beta, C, CUDA_R_16BF, int(ldc), sC, batch, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmStridedBatchedEx (Newton-Schulz)");
+  }
+
+  LtPlan& plan_for(const std::array<long, 8>& key, bool t1, bool t2, long m, long n, long k, long ldp, long ldq,
+                   long ldc, long sP, long sQ, long sC) {
+    auto it = st.lt_plans.find(key);
+    if (it != st.lt_plans.end()) return it->second;
+    LtPlan& p = st.lt_plans[key];
+    auto layout = [&](cublasLtMatrixLayout_t& l, long rows, long cols, long ld, long stride) {
+      cublas_check(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, ld), "cublasLtMatrixLayoutCreate");
+      const int32_t count = batch;
+      const int64_t offset = stride;
+      cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+                   "cublasLtMatrixLayoutSetAttribute");
+      cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset, sizeof offset),
+                   "cublasLtMatrixLayoutSetAttribute");
+    };
+    cublas_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t o1 = t1 ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = t2 ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &o1, sizeof o1), "cublasLtMatmulDescSetAttribute");
+    cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &o2, sizeof o2), "cublasLtMatmulDescSetAttribute");
+    layout(p.a, t1 ? k : m, t1 ? m : k, ldp, sP);
+    layout(p.b, t2 ? n : k, t2 ? k : n, ldq, sQ);
+    layout(p.c, m, n, ldc, sC);
+    cublasLtMatmulPreference_t pref = nullptr;
+    cublas_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const uint64_t ws = kCublasWorkspace;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(st.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p.usable = rc == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p.usable) p.algo = result.algo;
+    return p;
   }
 };
 
@@ -161,8 +228,9 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
                                                      hyper.ns_eps);
   launch_check("normalise_kernel");
   cublas_check(cublasSetStream(st.cublas, st.stream), "cublasSetStream");
-  CublasEngine e{st.cublas, st.stream, w.count, w.rows > w.cols};
+  NsEngine e{st, w.count, w.rows > w.cols, {}};
   uint16_t* out = newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, ns_coefficients(hyper.ns_schedule, hyper.ns_steps));
+  e.flush();
   update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), mats, stats, numel, out);
   launch_check("update_kernel");
 }

@@ -2,7 +2,11 @@
 // stream, the pinned ring that carries each step's scalar tables to the
 // device, workspaces, and the captured graphs.
 #pragma once
+#include <cublasLt.h>
+
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,13 +51,24 @@ struct ShapeWork {
   void release() noexcept;
 };
 
+// One cuBLASLt matmul of Newton-Schulz: descriptors and the algorithm chosen
+// by the heuristic, made once per (shape, operands) and reused every step.
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool usable = false;  // false: the heuristic offered nothing, use cublasGemmStridedBatchedEx
+};
+
 struct CudaStepState {
-  static constexpr int kSlots = 4;
+  static constexpr int kSlots = 8;  // steps the host may run ahead of the device
   cudaStream_t stream = nullptr;
   cudaStream_t own_stream = nullptr;
   cudaStream_t side = nullptr;  // uploads of graph steps, outside the capture
   cublasHandle_t cublas = nullptr;
-  void* cublas_workspace = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* cublas_workspace = nullptr;  // shared by cuBLAS and cuBLASLt: both run in stream order
+  std::map<std::array<long, 8>, LtPlan> lt_plans;
   cudaEvent_t slot_done[kSlots] = {};
   cudaEvent_t main_done = nullptr, uploads_done = nullptr;
   int slot = 0;
@@ -90,6 +105,7 @@ struct CudaStepState {
   cudaStream_t upload_stream() const { return mode == Mode::eager ? stream : side; }
 };
 
+constexpr std::size_t kCublasWorkspace = std::size_t{32} << 20;  // cuBLAS' recommendation for Hopper
 constexpr int kSumsqBlocks = 264;  // two per H100/H200 SM; fixed, so the reduction order is fixed
 constexpr int kThreads = 256;
 
