@@ -47,11 +47,21 @@ run "AdamW alone" adam "$@"
 paste -d, <(cut -d, -f1,2 "$out/loss_muon.csv") <(cut -d, -f2 "$out/loss_adam.csv") |
   sed '1s/.*/step,muon_adamw,adamw/' >"$out/loss_curves.csv"
 
-# Steps to the same loss: each curve smoothed over 3 logged points; the
-# target is the larger of the two best smoothed losses, a loss both reach.
-awk -F, 'NR > 1 {
-    n++; step[n] = $1; a[n] = $2; b[n] = $3
+# Steps to the same loss: each curve smoothed over 3 logged points (the loss
+# jumps when a new episode starts); the headline target is the larger of the
+# two best smoothed losses, a loss both reach; then the steps to a few
+# decades of loss, to show where each optimizer is ahead.
+awk -F, 'function first(curve, level,   i) {
+    for (i = 1; i <= n; i++) if (curve[i] <= level) return step[i]
+    return 0
   }
+  function show(label, level,   sa, sb) {
+    sa = first(ma, level); sb = first(mb, level)
+    printf "  %-22s %14s %14s", label, sa ? sa : "not reached", sb ? sb : "not reached"
+    if (sa && sb) printf "   %.2fx", sb / sa
+    printf "\n"
+  }
+  NR > 1 { n++; step[n] = $1; a[n] = $2; b[n] = $3 }
   END {
     for (i = 1; i <= n; i++) {
       lo = i > 2 ? i - 2 : 1; sa = sb = 0
@@ -61,14 +71,10 @@ awk -F, 'NR > 1 {
       if (i == 1 || mb[i] < best_b) best_b = mb[i]
     }
     target = best_a > best_b ? best_a : best_b
-    for (i = 1; i <= n; i++) {
-      if (!sa_at && ma[i] <= target) sa_at = step[i]
-      if (!sb_at && mb[i] <= target) sb_at = step[i]
-    }
-    printf "\nsteps to reach loss %.3e (smoothed over 3 log points):\n", target
-    printf "  Muon + AdamW : %6d steps\n", sa_at
-    printf "  AdamW alone  : %6d steps\n", sb_at
-    printf "  ratio AdamW / Muon+AdamW: %.2f\n", sb_at / sa_at
+    printf "\nsteps to reach a loss (curves smoothed over 3 log points):\n"
+    printf "  %-22s %14s %14s   %s\n", "loss", "Muon + AdamW", "AdamW alone", "AdamW / Muon"
+    show(sprintf("%.3e (both reach)", target), target)
+    for (level = 0.1; level > target; level /= sqrt(10)) show(sprintf("%.3e", level), level)
     printf "final loss: Muon + AdamW %.3e, AdamW alone %.3e\n", a[n], b[n]
   }' "$out/loss_curves.csv" | tee "$out/summary.txt"
 
