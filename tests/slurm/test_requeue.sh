@@ -24,11 +24,12 @@ src=$(cd "$1" && pwd)
 program=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
-# The run: long enough (about 15-30 s at 2 ranks on 2 cores) to signal it in
-# the middle, a periodic checkpoint before the signal and two after it.
-steps=600
-checkpoint_every=200
-signal_after_step=250   # signal once the log shows this step (past the first periodic checkpoint)
+# The run: long enough (10-40 s at 2 ranks on 2 cores) to signal it in the
+# middle with room to spare on a fast machine, a periodic checkpoint before the
+# signal and some after it.
+steps=1000
+checkpoint_every=250
+signal_after_step=300   # signal once the log shows this step (past the first periodic checkpoint)
 program_args=("--steps=$steps" "--checkpoint_every=$checkpoint_every" --log_every=10 --seed=3)
 
 # shellcheck source=tests/slurm/test_lib.sh
@@ -118,11 +119,12 @@ for d in "${datasets[@]}"; do
   echo "same: $d ($(stat -c %s "$scratch/ref$name.bin") bytes)"
 done
 # The equality means something only if training moves the parameters: the
-# reference's Muon matrices at step 400 must differ from those at the end.
-ref_mid=$scratch/runs/ref-$ref/checkpoints/ckpt_400.h5
+# reference's Muon matrices one checkpoint before the end must differ from
+# those at the end.
+ref_mid=$scratch/runs/ref-$ref/checkpoints/ckpt_$((steps - checkpoint_every)).h5
 [ -f "$ref_mid" ] || fail "no checkpoint $ref_mid"
 timeout 30 h5dump -d /muon/fp32/param -b LE -o "$scratch/ref_mid.bin" "$ref_mid" >/dev/null || fail "h5dump of $ref_mid"
 if cmp -s "$scratch/ref_mid.bin" "$scratch/ref_muon_fp32_param.bin"; then
-  fail "/muon/fp32/param did not change between steps 400 and $steps: the comparison proves nothing"
+  fail "/muon/fp32/param did not change between steps $((steps - checkpoint_every)) and $steps: the comparison proves nothing"
 fi
 note "PASS: checkpointed at step $on_signal on the signal, requeued (Restarts=1), restored, finished with the same ${#datasets[@]} datasets as the uninterrupted run"
