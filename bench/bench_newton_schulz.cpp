@@ -11,7 +11,9 @@
 // the sgemm GF/s of the same shape.
 //
 // --mode step (any number of ranks): dmuon_step on a fixed mixed model, the
-// median over the timed steps of the slowest rank.
+// median over the timed steps of the slowest rank, and beside it the
+// Newton-Schulz time of the busiest rank's own matrices (the rest of the step
+// is collectives, momentum, update and Adam).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -151,7 +153,7 @@ void check(int rc, dmuon_context_t ctx, const char* what) {
 // The fixed model: `layers` hidden matrices width x width, an input and an
 // output matrix (width x 4 width and 4 width x width, as an MLP block), each
 // with an fp32 Adam bias.
-void bench_step(int width, int layers, int iters) {
+void bench_step(int width, int layers, int iters, int ns_steps) {
   dmuon_context_t ctx = nullptr;
   dmuon_optimizer_t opt = nullptr;
   check(dmuon_context_create(MPI_COMM_WORLD, "cpu", &ctx), ctx, "context");
@@ -159,6 +161,7 @@ void bench_step(int width, int layers, int iters) {
   dmuon_context_rank(ctx, &rank, &world);
   dmuon_options_t o = DMUON_OPTIONS_INIT;
   o.max_grad_norm = 1.0;  // the norm pass and its all-reduce are part of the step
+  o.muon_ns_steps = ns_steps;
   check(dmuon_optimizer_create(ctx, &o, &opt), ctx, "optimizer");
   std::vector<std::vector<int64_t>> shapes;
   for (int l = 0; l < layers; ++l) shapes.push_back({width, width});
@@ -195,9 +198,29 @@ void bench_step(int width, int layers, int iters) {
     if (it >= 2) times.push_back(dt);  // two warm-up steps (first touch, workspace)
   }
   std::sort(times.begin(), times.end());
+
+  // The Newton-Schulz share: this rank's owned matrices through the same call
+  // the step makes, all ranks at once as in the step; the busiest rank counts.
+  double ns_own = 0.0;
+  const auto coeffs = ns_coefficients(o.muon_ns_schedule, o.muon_ns_steps);
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    int owner = -1;
+    check(dmuon_param_owner(opt, static_cast<int>(2 * i), &owner), ctx, "owner");
+    if (owner != rank) continue;
+    const long k = static_cast<long>(std::min(shapes[i][0], shapes[i][1]));
+    const long n = static_cast<long>(std::max(shapes[i][0], shapes[i][1]));
+    std::vector<float> input(static_cast<std::size_t>(k * n)), work(cpu_ns_workspace_floats(1, k, n));
+    fill(input, 9);
+    ns_own += best_of(3, [&] { std::memcpy(work.data(), input.data(), input.size() * sizeof(float)); }, [&] {
+      cpu_newton_schulz(work.data(), 1, k, n, coeffs, ns_norm_factor(o.muon_ns_schedule),
+                        static_cast<float>(o.muon_ns_eps), kCpuSymmetricProduct);
+    });
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &ns_own, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0)
-    std::printf("step ranks=%d width=%d layers=%d muon_params=%lld step_ms=%.2f min_ms=%.2f\n", world, width, layers,
-                static_cast<long long>(muon_params), times[times.size() / 2] * 1e3, times.front() * 1e3);
+    std::printf("step ranks=%d width=%d layers=%d muon_params=%lld step_ms=%.2f min_ms=%.2f ns_busiest_rank_ms=%.2f\n",
+                world, width, layers, static_cast<long long>(muon_params), times[times.size() / 2] * 1e3,
+                times.front() * 1e3, ns_own * 1e3);
   dmuon_optimizer_destroy(&opt);
   dmuon_context_destroy(&ctx);
 }
@@ -216,7 +239,7 @@ int main(int argc, char** argv) {
       "batch", po::value(&batch)->default_value(1), "matrices per NS call")(
       "width", po::value(&width)->default_value(512), "step model: hidden width")(
       "layers", po::value(&layers)->default_value(6), "step model: hidden width x width matrices")(
-      "iters", po::value(&iters)->default_value(10), "step model: timed steps")(
+      "iters", po::value(&iters)->default_value(10), "step model: timed steps (--ns-steps applies too)")(
       "clock", po::value(&clock_s)->default_value("wall"), "ns mode: wall, or cpu (process CPU time; use one BLAS thread)");
   po::variables_map vm;
   try {
@@ -232,7 +255,7 @@ int main(int argc, char** argv) {
       if (world != 1) throw std::runtime_error("--mode ns runs on one rank");
       bench_ns(parse_shapes(shapes_s), steps, repeats, batch);
     } else if (mode == "step") {
-      bench_step(width, layers, iters);
+      bench_step(width, layers, iters, steps);
     } else {
       throw std::runtime_error("--mode must be ns or step");
     }

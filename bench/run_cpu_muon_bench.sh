@@ -20,7 +20,7 @@ echo "# (b) $cores BLAS threads, wall time"
 OPENBLAS_NUM_THREADS=$cores mpirun -np 1 "$exe" --mode ns --clock wall --repeats "${REPEATS:-7}"
 echo
 echo "# dmuon_step: $layers Muon ${width}x$width + ${width}x$((4 * width)) + $((4 * width))x$width (fp32) with Adam biases, clipping on"
-printf '%-6s %-8s %12s %10s %10s\n' ranks threads muon_params step_ms min_ms
+printf '%-6s %-8s %12s %10s %10s %12s\n' ranks threads muon_params step_ms min_ms ns_busiest_ms
 for ranks in 1 2; do
   threads=$((cores / ranks))
   ((threads < 1)) && threads=1
@@ -28,5 +28,6 @@ for ranks in 1 2; do
   line=$(OPENBLAS_NUM_THREADS=$threads mpirun --oversubscribe -x OPENBLAS_NUM_THREADS -np "$ranks" "$exe" --mode step \
            --width "$width" --layers "$layers" --iters "$iters" | grep '^step')
   get() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$line"; }
-  printf '%-6s %-8s %12s %10s %10s\n' "$ranks" "$threads" "$(get muon_params)" "$(get step_ms)" "$(get min_ms)"
+  printf '%-6s %-8s %12s %10s %10s %12s\n' "$ranks" "$threads" "$(get muon_params)" "$(get step_ms)" "$(get min_ms)" \
+    "$(get ns_busiest_rank_ms)"
 done

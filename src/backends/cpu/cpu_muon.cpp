@@ -24,12 +24,6 @@ namespace {
 // does not double its memory; a single larger matrix still gets its own chunk.
 constexpr std::size_t kWorkspaceBudgetFloats = std::size_t{64} << 20;
 
-// SYRK for the two symmetric products of each iteration: on OpenBLAS it took
-// 0.55-0.75 of sgemm's time for the same product at every benchmarked shape
-// (docs/decisions.md, "CPU Muon"). A fixed choice rather than a timing at run
-// time, so that a run and its restart compute bit-identical updates.
-constexpr SymmetricProduct kSymmetricProduct = SymmetricProduct::ssyrk;
-
 // Transposes of a rows x cols block go in tiles so both sides stay in cache.
 constexpr int64_t kTile = 32;
 
@@ -110,7 +104,7 @@ void CpuBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std
         else
           momentum_into<float>(buf, m, rows, cols, hyper, clip, x + i * k * n);
       }
-      const float* out = cpu_newton_schulz(x, count, k, n, coeffs, norm_factor, hyper.ns_eps, kSymmetricProduct);
+      const float* out = cpu_newton_schulz(x, count, k, n, coeffs, norm_factor, hyper.ns_eps, kCpuSymmetricProduct);
       for (int i = 0; i < count; ++i) {
         const MuonMatrix& m = *active[first + static_cast<std::size_t>(i)];
         if (bf16)

@@ -14,6 +14,12 @@ namespace dmuon {
 // another kernel; docs/decisions.md has the timing).
 enum class SymmetricProduct { sgemm, ssyrk };
 
+// What the CPU Muon step uses: SYRK, which took 0.55-0.90 of sgemm's time for
+// the same product at every benchmarked shape on OpenBLAS (docs/decisions.md,
+// "CPU Muon"). Fixed rather than timed at run time, so that a run and its
+// restart compute bit-identical updates.
+constexpr SymmetricProduct kCpuSymmetricProduct = SymmetricProduct::ssyrk;
+
 // Floats of workspace for `batch` k x n matrices: X and Xn (k x n), A and B (k x k).
 std::size_t cpu_ns_workspace_floats(int batch, long k, long n);
 
