@@ -3,6 +3,7 @@
 ! a Fortran code would. Run: mpirun -n 2 burgers_surrogate_f --config=surrogate.cfg
 program burgers_surrogate
   use, intrinsic :: iso_c_binding, only: c_float, c_int, c_char, c_null_char, c_int64_t
+  use, intrinsic :: iso_fortran_env, only: error_unit
   use mpi_f08
   use dmuon
   use example_config
@@ -39,14 +40,14 @@ program burgers_surrogate
   call MPI_Comm_size(MPI_COMM_WORLD, nranks)
   call read_config(cfg, error)
   if (error /= "") then
-    if (rank == 0) write (*, '(a)') "burgers_surrogate_f: "//trim(error)
+    if (rank == 0) write (error_unit, '(a)') "burgers_surrogate_f: "//trim(error)
     call MPI_Finalize()
     stop 2
   end if
   use_muon = cfg%optimizer == "muon"
   call burgers_init(sim, MPI_COMM_WORLD, cfg%nx, cfg%viscosity, max(cfg%stencil, 1), ok)
   if (.not. ok .or. .not. (use_muon .or. cfg%optimizer == "adam")) then
-    if (rank == 0) write (*, '(a)') "burgers_surrogate_f: bad nx/stencil for this rank count, or bad optimizer"
+    if (rank == 0) write (error_unit, '(a)') "burgers_surrogate_f: bad nx/stencil for this rank count, or bad optimizer"
     call MPI_Finalize()
     stop 2
   end if
@@ -75,7 +76,7 @@ program burgers_surrogate
       start = int(restored)
       if (rank == 0) write (*, '("restored ",a," at step ",i0)') trim(cfg%checkpoint_dir), start
     else if (ierr /= DMUON_ERR_NOT_FOUND) then
-      write (*, '(a)') "dmuon_checkpoint_restore: "//dmuon_context_last_error(ctx)
+      write (error_unit, '(a)') "dmuon_checkpoint_restore: "//dmuon_context_last_error(ctx)
       error stop 1
     end if
   end if
