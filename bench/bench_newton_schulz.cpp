@@ -5,7 +5,7 @@
 // does), the time of the NS call the step makes (normalise + iterations), with
 // flops counted as full GEMMs: per iteration 2k^2n (X X^T) + 2k^3 (A A) +
 // 2k^2n (B X). Beside it, in the same run: the sgemm rate of the iteration's
-// own largest product (k x k times k x n); NS again with SYRK for its two
+// three products as plain back-to-back sgemm calls; NS again with SYRK for its two
 // symmetric products, and those products (X X^T, A A) alone both ways (the
 // decision between them, docs/decisions.md). Times in ms; ratio = NS GF/s over
 // the sgemm GF/s of the same shape.
@@ -107,15 +107,22 @@ void bench_ns(const std::vector<std::pair<long, long>>& shapes, int steps, int r
     const double t_ns = run_ns(SymmetricProduct::sgemm);
     const double flops = batch * steps * (4.0 * k * k * n + 2.0 * k * k * k);
 
-    // The iteration's largest product, k x k times k x n, on its own.
+    // The sgemm rate on the same work: the iteration's three products (X X^T,
+    // A A, B X) as plain sgemm calls, back to back, `steps` times: the same
+    // flops over the same time span, so both see the same machine.
     std::vector<float> a(static_cast<std::size_t>(k * k)), x(static_cast<std::size_t>(k * n)), c(x.size());
+    std::vector<float> b2(a.size());
     fill(a, 4);
     fill(x, 5);
+    const int ki = static_cast<int>(k), ni = static_cast<int>(n);
     const double t_gemm = best_of(repeats, [] {}, [&] {
-      sgemm_row_major(false, static_cast<int>(k), static_cast<int>(n), static_cast<int>(k), 1.0f, a.data(), x.data(),
-                      0.0f, c.data());
+      for (int it = 0; it < steps * batch; ++it) {
+        sgemm_row_major(true, ki, ki, ni, 1.0f, x.data(), x.data(), 0.0f, a.data());
+        sgemm_row_major(false, ki, ki, ki, 1.0f, a.data(), a.data(), 0.0f, b2.data());
+        sgemm_row_major(false, ki, ni, ki, 1.0f, b2.data(), x.data(), 0.0f, c.data());
+      }
     });
-    const double gemm_rate = 2.0 * k * k * n / t_gemm / 1e9;
+    const double gemm_rate = flops / t_gemm / 1e9;
     // X X^T both ways (the symmetric product's decision).
     const double t_xxt_gemm = best_of(repeats, [] {}, [&] {
       sgemm_row_major(true, static_cast<int>(k), static_cast<int>(k), static_cast<int>(n), 1.0f, x.data(), x.data(),
