@@ -12,7 +12,6 @@
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_newton_schulz.hpp"
-#include "core/error.hpp"
 #include "core/newton_schulz.hpp"
 
 namespace dmuon {
