@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# AddressSanitizer + UndefinedBehaviorSanitizer: builds the `sanitize` preset
+# (CPU backend, RelWithDebInfo, -fsanitize=address,undefined, UB is fatal) and
+# runs the CPU tests at 1 and 2 ranks under it. Any ASan report, any UB, or
+# any leak that is not MPI's own (tests/sanitizers/lsan.supp) fails a test.
+#   scripts/sanitize.sh [extra ctest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=${DMUON_JOBS:-2}
+
+cmake --preset sanitize >/dev/null
+cmake --build --preset sanitize -j "$jobs"
+
+# fast_unwind_on_malloc=0: full allocation stacks through MPI's libraries
+# (built without frame pointers), so that the suppressions can match them.
+export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0:strict_init_order=1:check_initialization_order=1"
+export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# Open MPI unloads its components at MPI_Finalize; keeping them loaded lets
+# the leak report name them instead of "<unknown module>".
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+
+# The CPU tests at 1 and 2 ranks (names end in _np1/_np2); the preset already
+# leaves out gpu, slurm, install and bench labels.
+ctest --preset sanitize -R '_np[12]$' "$@"
