@@ -41,6 +41,8 @@ std::vector<NsAbc> ns_schedule(int schedule, int steps);
 // Orthogonalises x (rows x cols) in place: transposed when tall, divided by
 // max(||x||_F * (1.01 for Polar Express, else 1), eps), then `steps` iterations.
 void newton_schulz(std::vector<double>& x, int64_t rows, int64_t cols, int steps, int schedule, double eps);
+// One Muon step on g (already averaged and clipped) with the Muon fields of o:
+// momentum (nesterov or not), NS, shape scale, decoupled decay with lr * lr_mul.
 void muon_step(std::vector<double>& p, const std::vector<double>& g, MuonState& s, int64_t rows, int64_t cols,
                const dmuon_options_t& o, double lr_mul = 1.0, double wd_mul = 1.0);
 
