@@ -28,6 +28,11 @@ install(EXPORT DMuonTargets NAMESPACE DMuon:: DESTINATION ${DMUON_INSTALL_CMAKED
 # A static libdmuon carries its private dependencies into the consumer's
 # link line: the config file finds them again, as they were found here.
 get_target_property(dmuon_library_type dmuon TYPE)
+if(dmuon_library_type STREQUAL "STATIC_LIBRARY")
+  set(DMUON_CONFIG_STATIC ON)
+else()
+  set(DMUON_CONFIG_STATIC OFF)
+endif()
 set(DMUON_CONFIG_HDF5_LIBRARIES ${HDF5_C_LIBRARIES})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/DMuonConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/DMuonConfig.cmake

@@ -3,8 +3,22 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rng.h"
+
+#ifdef DMUON_EXAMPLE_CUDA
+#include <cuda_runtime.h>
+/* Host <-> device copy of a mirror (unified addressing tells the direction). */
+static int copy_bytes(void *dst, const void *src, size_t bytes) {
+  return cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) == cudaSuccess ? DMUON_SUCCESS : DMUON_ERR_CUDA;
+}
+#else
+static int copy_bytes(void *dst, const void *src, size_t bytes) {
+  memcpy(dst, src, bytes);
+  return DMUON_SUCCESS;
+}
+#endif
 
 int mlp_register(mlp *m, dmuon_optimizer_t opt, int n_in, int hidden, int layers, int use_muon) {
   if (layers < 1 || layers + 1 > MLP_MAX_LINEAR) return DMUON_ERR_INVALID_VALUE;
@@ -30,12 +44,26 @@ int mlp_register(mlp *m, dmuon_optimizer_t opt, int n_in, int hidden, int layers
   return DMUON_SUCCESS;
 }
 
-int mlp_bind(mlp *m, dmuon_optimizer_t opt, int batch) {
+int mlp_bind(mlp *m, dmuon_optimizer_t opt, int batch, int on_device) {
   int width = 0, total = 0;
+  m->mirrored = on_device;
   for (int l = 0; l < m->n_linear; ++l) {
-    int rc = dmuon_param_view(opt, m->id_w[l], (void **)&m->w[l], (void **)&m->gw[l]);
-    if (rc == DMUON_SUCCESS) rc = dmuon_param_view(opt, m->id_b[l], (void **)&m->b[l], (void **)&m->gb[l]);
+    int rc = dmuon_param_view(opt, m->id_w[l], (void **)&m->view_w[l], (void **)&m->view_gw[l]);
+    if (rc == DMUON_SUCCESS) rc = dmuon_param_view(opt, m->id_b[l], (void **)&m->view_b[l], (void **)&m->view_gb[l]);
     if (rc != DMUON_SUCCESS) return rc;
+    const size_t nw = (size_t)m->dims[l] * (size_t)m->dims[l + 1], nb = (size_t)m->dims[l + 1];
+    if (on_device) {
+      m->w[l] = malloc(sizeof(float) * nw);
+      m->gw[l] = malloc(sizeof(float) * nw);
+      m->b[l] = malloc(sizeof(float) * nb);
+      m->gb[l] = malloc(sizeof(float) * nb);
+      if (!m->w[l] || !m->gw[l] || !m->b[l] || !m->gb[l]) return DMUON_ERR_OUT_OF_MEMORY;
+    } else {
+      m->w[l] = m->view_w[l];
+      m->gw[l] = m->view_gw[l];
+      m->b[l] = m->view_b[l];
+      m->gb[l] = m->view_gb[l];
+    }
   }
   for (int l = 0; l <= m->n_linear; ++l) {
     total += m->dims[l];
@@ -48,14 +76,40 @@ int mlp_bind(mlp *m, dmuon_optimizer_t opt, int batch) {
   return m->act && m->delta && m->delta_next ? DMUON_SUCCESS : DMUON_ERR_OUT_OF_MEMORY;
 }
 
-void mlp_init(mlp *m, int seed) {
+int mlp_init(mlp *m, int seed) {
   for (int l = 0; l < m->n_linear; ++l) {
     const int n_out = m->dims[l + 1], n_in = m->dims[l];
     const double bound = 1.0 / sqrt((double)n_in);
     int64_t s = rng_seed(seed, 1, l);
     for (int i = 0; i < n_out * n_in; ++i) m->w[l][i] = (float)((2.0 * rng_uniform(&s) - 1.0) * bound);
     for (int o = 0; o < n_out; ++o) m->b[l][o] = 0.0f;
+    if (m->mirrored) {
+      int rc = copy_bytes(m->view_w[l], m->w[l], sizeof(float) * (size_t)(n_out * n_in));
+      if (rc == DMUON_SUCCESS) rc = copy_bytes(m->view_b[l], m->b[l], sizeof(float) * (size_t)n_out);
+      if (rc != DMUON_SUCCESS) return rc;
+    }
   }
+  return DMUON_SUCCESS;
+}
+
+int mlp_pull_params(mlp *m, dmuon_optimizer_t opt) {
+  if (!m->mirrored) return DMUON_SUCCESS;
+  dmuon_clip_stats_t stats;
+  int rc = dmuon_get_clip_stats(opt, &stats);
+  for (int l = 0; l < m->n_linear && rc == DMUON_SUCCESS; ++l) {
+    rc = copy_bytes(m->w[l], m->view_w[l], sizeof(float) * (size_t)(m->dims[l] * m->dims[l + 1]));
+    if (rc == DMUON_SUCCESS) rc = copy_bytes(m->b[l], m->view_b[l], sizeof(float) * (size_t)m->dims[l + 1]);
+  }
+  return rc;
+}
+
+int mlp_push_grads(mlp *m) {
+  int rc = DMUON_SUCCESS;
+  for (int l = 0; l < m->n_linear && m->mirrored && rc == DMUON_SUCCESS; ++l) {
+    rc = copy_bytes(m->view_gw[l], m->gw[l], sizeof(float) * (size_t)(m->dims[l] * m->dims[l + 1]));
+    if (rc == DMUON_SUCCESS) rc = copy_bytes(m->view_gb[l], m->gb[l], sizeof(float) * (size_t)m->dims[l + 1]);
+  }
+  return rc;
 }
 
 /* Start of layer l's activations [batch][dims[l]] in the workspace. */
@@ -121,6 +175,13 @@ double mlp_train_batch(mlp *m, const float *x, const float *t) {
 }
 
 void mlp_free(mlp *m) {
+  for (int l = 0; l < m->n_linear && m->mirrored; ++l) {
+    free(m->w[l]);
+    free(m->gw[l]);
+    free(m->b[l]);
+    free(m->gb[l]);
+    m->w[l] = m->gw[l] = m->b[l] = m->gb[l] = NULL;
+  }
   free(m->act);
   free(m->delta);
   free(m->delta_next);

@@ -100,8 +100,10 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
   CHECK(dmuon_optimizer_create(ctx, &o, &opt));
   CHECK(mlp_register(&net, opt, 2 * cfg->stencil + 1, cfg->hidden, cfg->layers, use_muon));
   CHECK(dmuon_optimizer_finalize(opt));
-  CHECK(mlp_bind(&net, opt, cfg->batch));
-  mlp_init(&net, cfg->seed);
+  char backend[16] = "?";
+  CHECK(dmuon_context_backend(ctx, backend, sizeof backend));
+  CHECK(mlp_bind(&net, opt, cfg->batch, strcmp(backend, "cuda") == 0));
+  CHECK(mlp_init(&net, cfg->seed));
   /* SIGUSR1 (sent by SLURM before the time limit) asks for checkpoint-and-exit. */
   CHECK(dmuon_install_signal_handler(ctx, SIGUSR1));
   CHECK(dmuon_install_signal_handler(ctx, SIGTERM));
@@ -124,8 +126,6 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
     csv = fopen(cfg->loss_csv, start > 0 ? "a" : "w");
     if (!csv) perror(cfg->loss_csv);
     else if (start == 0) fprintf(csv, "step,loss,seconds\n");
-    char backend[16] = "?";
-    dmuon_context_backend(ctx, backend, sizeof backend);
     printf("burgers surrogate: %d ranks, backend %s, optimizer %s, nx %d, MLP %d-%dx%d-1, batch %d per rank\n",
            size, backend, use_muon ? "muon+adam" : "adam", cfg->nx, 2 * cfg->stencil + 1, cfg->layers,
            cfg->hidden, cfg->batch);
@@ -147,7 +147,9 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
     const double lr_factor = 1.0 - (1.0 - cfg->lr_final) * step / cfg->steps;
     CHECK(dmuon_set_lr(opt, DMUON_KIND_MUON, cfg->muon_lr * lr_factor));
     CHECK(dmuon_set_lr(opt, DMUON_KIND_ADAM, cfg->adam_lr * lr_factor));
+    CHECK(mlp_pull_params(&net, opt));
     loss_sum[0] += mlp_train_batch(&net, x, t);
+    CHECK(mlp_push_grads(&net));
     for (int k = 0; k < cfg->batch; ++k) loss_sum[1] += (double)t[k] * t[k] / cfg->batch;
     ++since_log;
     CHECK(dmuon_step(opt));

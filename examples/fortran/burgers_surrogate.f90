@@ -64,7 +64,8 @@ program burgers_surrogate
   width = 2 * cfg%stencil + 1
   call mlp_register(net, opt, width, cfg%hidden, cfg%layers, use_muon)
   call dmuon_optimizer_finalize(opt)
-  call mlp_bind(net, opt, cfg%batch)
+  call dmuon_context_backend(ctx, backend)
+  call mlp_bind(net, opt, cfg%batch, backend == "cuda")
   call mlp_init(net, cfg%seed)
   call dmuon_install_signal_handler(ctx, SIGUSR1)
   call dmuon_install_signal_handler(ctx, SIGTERM)
@@ -94,7 +95,6 @@ program burgers_surrogate
       open (newunit=csv, file=cfg%loss_csv, status="replace", action="write")
       write (csv, '(a)') "step,loss,seconds"
     end if
-    call dmuon_context_backend(ctx, backend)
     write (*, '("burgers surrogate (Fortran): ",i0," ranks, backend ",a,", optimizer ",a,", nx ",i0)') &
       nranks, trim(backend), trim(cfg%optimizer), cfg%nx
   end if
@@ -111,7 +111,9 @@ program burgers_surrogate
     lr_factor = 1d0 - (1d0 - cfg%lr_final) * step / cfg%steps
     call dmuon_set_lr(opt, DMUON_KIND_MUON, cfg%muon_lr * lr_factor)
     call dmuon_set_lr(opt, DMUON_KIND_ADAM, cfg%adam_lr * lr_factor)
+    call mlp_pull_params(net, opt)
     loss_sum(1) = loss_sum(1) + mlp_train_batch(net, x, t)
+    call mlp_push_grads(net)
     loss_sum(2) = loss_sum(2) + sum(dble(t)**2) / cfg%batch
     since_log = since_log + 1
     call dmuon_step(opt)

@@ -3,27 +3,57 @@
 ! dmuon's storage as w(n_in, n_out), so a layer is matmul(a, w). Registered
 ! with Fortran shape [n_in, n_out], each weight is the C example's
 ! [n_out, n_in] matrix: the same model, the same checkpoints.
+! On the cuda backend the views are device memory: this host code then works
+! on host mirrors, pulled before and pushed after each pass (mlp_pull_params,
+! mlp_push_grads), as the C example does.
 module mlp_model
-  use, intrinsic :: iso_c_binding, only: c_float, c_double
+  use, intrinsic :: iso_c_binding, only: c_float, c_double, c_int, c_size_t, c_ptr, c_loc, c_associated
   use dmuon
   implicit none
   private
 
   type :: layer
     integer :: id_w, id_b
+    ! what the passes use: dmuon's views, or host mirrors of them
     real(c_float), pointer :: w(:, :) => null(), gw(:, :) => null(), b(:) => null(), gb(:) => null()
+    real(c_float), pointer :: view_w(:, :) => null(), view_gw(:, :) => null()
+    real(c_float), pointer :: view_b(:) => null(), view_gb(:) => null()
     real(c_float), allocatable :: a(:, :)  ! the layer's input activations (batch, n_in)
   end type layer
 
   type, public :: mlp
     integer :: n_linear, batch
+    logical :: mirrored = .false.
     integer, allocatable :: dims(:)  ! dims(0:n_linear): n_in, hidden..., 1
     type(layer), allocatable :: layers(:)
   end type mlp
 
-  public :: mlp_register, mlp_bind, mlp_init, mlp_train_batch
+#ifdef DMUON_EXAMPLE_CUDA
+  interface
+    integer(c_int) function cudaMemcpy(dst, src, bytes, kind) bind(C, name="cudaMemcpy")
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: dst, src
+      integer(c_size_t), value :: bytes
+      integer(c_int), value :: kind  ! 4: cudaMemcpyDefault (unified addressing tells the direction)
+    end function cudaMemcpy
+  end interface
+#endif
+
+  public :: mlp_register, mlp_bind, mlp_init, mlp_train_batch, mlp_pull_params, mlp_push_grads
 
 contains
+
+  !> Copies n floats between host and device (a mirror and a view).
+  subroutine copy_floats(dst, src, n)
+    type(c_ptr), intent(in) :: dst, src
+    integer, intent(in) :: n
+#ifdef DMUON_EXAMPLE_CUDA
+    if (cudaMemcpy(dst, src, int(n, c_size_t) * 4_c_size_t, 4_c_int) /= 0) error stop "cudaMemcpy failed"
+#else
+    ! unreachable: without CUDA no backend gives device views
+    if (c_associated(dst) .or. c_associated(src) .or. n > 0) error stop "copy_floats: built without CUDA"
+#endif
+  end subroutine copy_floats
 
   !> Muon on the hidden-to-hidden weights (with use_muon), AdamW on the rest.
   subroutine mlp_register(m, opt, n_in, hidden, n_hidden, use_muon)
@@ -50,19 +80,66 @@ contains
     end do
   end subroutine mlp_register
 
-  !> After dmuon_optimizer_finalize: the views, and the activation storage.
-  subroutine mlp_bind(m, opt, batch)
+  !> After dmuon_optimizer_finalize: the views (on_device: device memory,
+  !> then host mirrors are allocated), and the activation storage.
+  subroutine mlp_bind(m, opt, batch, on_device)
     type(mlp), intent(inout) :: m
     type(dmuon_optimizer), intent(in) :: opt
     integer, intent(in) :: batch
+    logical, intent(in) :: on_device
     integer :: l
     m%batch = batch
+    m%mirrored = on_device
     do l = 1, m%n_linear
-      call dmuon_param_view(opt, m%layers(l)%id_w, m%layers(l)%w, m%layers(l)%gw)
-      call dmuon_param_view(opt, m%layers(l)%id_b, m%layers(l)%b, m%layers(l)%gb)
-      allocate (m%layers(l)%a(batch, m%dims(l - 1)))
+      associate (y => m%layers(l))
+        call dmuon_param_view(opt, y%id_w, y%view_w, y%view_gw)
+        call dmuon_param_view(opt, y%id_b, y%view_b, y%view_gb)
+        if (on_device) then
+          allocate (y%w(m%dims(l - 1), m%dims(l)), y%gw(m%dims(l - 1), m%dims(l)), y%b(m%dims(l)), y%gb(m%dims(l)))
+        else
+          y%w => y%view_w
+          y%gw => y%view_gw
+          y%b => y%view_b
+          y%gb => y%view_gb
+        end if
+        allocate (y%a(batch, m%dims(l - 1)))
+      end associate
     end do
   end subroutine mlp_bind
+
+  !> Mirrored only: wait for the last step (dmuon_get_clip_stats is the call
+  !> that waits for the device), then copy the parameters to the host.
+  subroutine mlp_pull_params(m, opt)
+    type(mlp), intent(inout) :: m
+    type(dmuon_optimizer), intent(in) :: opt
+    type(dmuon_clip_stats) :: stats
+    integer :: l
+    if (.not. m%mirrored) return
+    call dmuon_get_clip_stats(opt, stats)
+    do l = 1, m%n_linear
+      call copy_floats(c_loc(m%layers(l)%w), c_loc(m%layers(l)%view_w), size(m%layers(l)%w))
+      call copy_floats(c_loc(m%layers(l)%b), c_loc(m%layers(l)%view_b), size(m%layers(l)%b))
+    end do
+  end subroutine mlp_pull_params
+
+  !> Mirrored only: copy the gradients (or, with params, the parameters) to dmuon's views.
+  subroutine mlp_push_grads(m, params)
+    type(mlp), intent(inout) :: m
+    logical, intent(in), optional :: params
+    integer :: l
+    if (.not. m%mirrored) return
+    do l = 1, m%n_linear
+      associate (y => m%layers(l))
+        if (present(params)) then
+          call copy_floats(c_loc(y%view_w), c_loc(y%w), size(y%w))
+          call copy_floats(c_loc(y%view_b), c_loc(y%b), size(y%b))
+        else
+          call copy_floats(c_loc(y%view_gw), c_loc(y%gw), size(y%gw))
+          call copy_floats(c_loc(y%view_gb), c_loc(y%gb), size(y%gb))
+        end if
+      end associate
+    end do
+  end subroutine mlp_push_grads
 
   !> Uniform(-1/sqrt(n_in), 1/sqrt(n_in)) weights in the C example's order, zero biases.
   subroutine mlp_init(m, seed)
@@ -82,6 +159,7 @@ contains
       end do
       m%layers(l)%b = 0
     end do
+    call mlp_push_grads(m, params=.true.)
   end subroutine mlp_init
 
   !> Forward and backward of the mean squared error over x(batch, n_in)
