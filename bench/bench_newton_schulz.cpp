@@ -241,12 +241,12 @@ int main(int argc, char** argv) {
   int steps = 5, repeats = 7, batch = 1, width = 512, layers = 6, iters = 10;
   desc.add_options()("help", "this text")("mode", po::value(&mode)->default_value("ns"), "ns or step")(
       "shapes", po::value(&shapes_s)->default_value("256x256,512x512,512x2048,1024x1024,2048x512"),
-      "NS shapes RxC, comma separated")("ns-steps", po::value(&steps)->default_value(5), "NS iterations")(
+      "NS shapes RxC, comma separated")("ns-steps", po::value(&steps)->default_value(5), "NS iterations (both modes)")(
       "repeats", po::value(&repeats)->default_value(7), "timed repeats per measurement (best is kept)")(
       "batch", po::value(&batch)->default_value(1), "matrices per NS call")(
       "width", po::value(&width)->default_value(512), "step model: hidden width")(
       "layers", po::value(&layers)->default_value(6), "step model: hidden width x width matrices")(
-      "iters", po::value(&iters)->default_value(10), "step model: timed steps (--ns-steps applies too)")(
+      "iters", po::value(&iters)->default_value(10), "step model: timed steps")(
       "clock", po::value(&clock_s)->default_value("wall"), "ns mode: wall, or cpu (process CPU time; use one BLAS thread)");
   po::variables_map vm;
   try {
