@@ -289,7 +289,7 @@ void* CudaBackend::stage(int piece, const void* host, std::size_t bytes) {
 void CudaBackend::begin_step(const StepStats* key, const dmuon_options_t& o, uint64_t structure) {
   CudaStepState& st = state_of(key);
   st.stream = o.cuda_stream ? static_cast<cudaStream_t>(o.cuda_stream) : st.own_stream;
-  current_ = &st;
+  current_ = nullptr;  // set last: a begin_step that throws leaves no step open
   // The options that shape the sequence of enqueued work join the structure.
   const bool norm = o.max_grad_norm > 0 || o.skip_nonfinite;
   for (uint64_t w : {uint64_t(norm), uint64_t(o.skip_nonfinite), uint64_t(o.muon_ns_steps), uint64_t(o.muon_ns_schedule),
@@ -321,6 +321,7 @@ void CudaBackend::begin_step(const StepStats* key, const dmuon_options_t& o, uin
   }
   if (st.mode == CudaStepState::Mode::capture)
     cuda_check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture (whole step)");
+  current_ = &st;
 }
 
 namespace {
