@@ -7,7 +7,9 @@
 #
 # The mode of a block is given by an HTML comment on the line just before its
 # fence, or guessed:
-#     <!-- snippet: program -->    a whole program: compiled, linked and run on 2 ranks
+#     <!-- snippet: program -->    a whole program: compiled, linked and run on 2 ranks;
+#                                  "program NAME" also names it (the test is then
+#                                  docs_run_<page>_NAME, stable when blocks move)
 #     <!-- snippet: fragment -->   statements: compiled and linked inside a function
 #                                  (C) or a BLOCK (Fortran) of tests/docs/wrap_body.*
 #     <!-- snippet: toplevel -->   C declarations and functions at file scope
@@ -18,8 +20,14 @@
 # Each source carries #line directives, so a compiler error names the
 # Markdown file and line.
 
-function flush_block(   file, ext, wrapper, line, mode, name) {
+function flush_block(   file, ext, wrapper, line, mode, name, label) {
   mode = marker
+  label = ""
+  if (mode ~ /^program[ \t]+[A-Za-z0-9_]+$/) {
+    label = mode
+    sub(/^program[ \t]+/, "", label)
+    mode = "program"
+  }
   if (mode == "") {
     if (lang == "c") mode = (body ~ /int[ \t]+main[ \t]*\(/) ? "program" : "fragment"
     else mode = (body ~ /^[ \t\n]*[Pp][Rr][Oo][Gg][Rr][Aa][Mm][ \t]/) ? "program" : "fragment"
@@ -36,7 +44,13 @@ function flush_block(   file, ext, wrapper, line, mode, name) {
     return
   }
   ++count
-  name = prefix "_" count
+  name = prefix "_" (label != "" ? label : count)
+  if (name in used) {
+    printf "%s:%d: a second snippet named '%s'\n", md, start, label > "/dev/stderr"
+    failed = 1
+    return
+  }
+  used[name] = 1
   ext = (lang == "c") ? ".c" : ".F90"
   file = out "/" name ext
   printf "" > file
