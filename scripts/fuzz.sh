@@ -45,7 +45,7 @@ work=$build/run
 rm -rf "$work"
 mkdir -p "$work/corpus" "$work/artifacts" "$work/tmp"
 "$build/make_seed_corpus" "$work/seeds" "$work/corpus"
-# Files that once found something (HDF5 issues, see docs/fuzzing.md) stay in the corpus.
+# Files that once found something (HDF5 issues, see fuzz/README.md) stay in the corpus.
 cp fuzz/regressions/* "$work/corpus/"
 
 # One process, single-rank MPI (no mpirun): a restore is collective but all
