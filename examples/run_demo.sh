@@ -34,6 +34,21 @@ mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/d
 mpiexec=${mpiexec:-mpiexec}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
+# Backend "auto" (the config's) takes the GPUs when every rank sees one, but
+# NCCL needs a GPU per rank: with fewer GPUs than ranks, the CPU it is.
+if ! printf '%s\n' "$@" | grep -q -- '^--backend'; then
+  gpus=0
+  if command -v nvidia-smi >/dev/null; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    visible=$(printf '%s' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . || true)
+    [ "$visible" -lt "$gpus" ] && gpus=$visible
+  fi
+  if [ "$gpus" -gt 0 ] && [ "$gpus" -lt "$np" ]; then
+    echo "note: $gpus GPU(s) for $np ranks (one GPU per rank is needed): running on the CPU"
+    set -- "$@" --backend=cpu
+  fi
+fi
+
 run() {  # run NAME OPTIMIZER: one training run, progress to the terminal
   echo "== $1"
   rm -rf "$out/checkpoints_$2"
