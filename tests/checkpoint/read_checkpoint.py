@@ -4,8 +4,24 @@ it rebuilds every parameter by name from /index and verifies dmuon's CRC-32C of 
 datasets (fletcher32 is verified by HDF5 itself on every read). Exit 0 when all checks pass."""
 import sys
 
+import struct
+
 import h5py
 import numpy as np
+
+HYPER = ["adam_lr", "adam_beta1", "adam_beta2", "adam_eps", "adam_weight_decay", "muon_lr", "muon_momentum",
+         "muon_nesterov", "muon_ns_steps", "muon_ns_schedule", "muon_scale", "muon_ns_eps", "muon_weight_decay",
+         "max_grad_norm", "skip_nonfinite", "cuda_graphs", "collective_timeout_ms", "cuda_step_graph"]
+
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def value(v):
+    if isinstance(v, (float, np.floating)):
+        return str(struct.unpack("<Q", struct.pack("<d", float(v)))[0])
+    return text(v)
 
 
 def crc32c(data, crc=0):
@@ -37,6 +53,14 @@ with h5py.File(sys.argv[1], "r") as f:
         assert np.all(np.isfinite(values.reshape(shape))), name
     for (kind, dtype), n in total.items():
         assert f[f"{kind}/{dtype}/param"].shape == (n,)
+    lines = [f"{k}={text(f.attrs[k])}" for k in ["format", "format_version", "library_version", "user_step",
+                                                  "optimizer_step", "world_size", "model_hash", "num_params",
+                                                  "kernel_choices"]]
+    lines += [f"hyperparameters/{k}={value(f['hyperparameters'].attrs[k])}" for k in HYPER]
+    user = f["user_attributes"].attrs
+    lines += [f"user_attributes/{k}={text(user[k])}" for k in sorted(user.keys(), key=lambda k: k.encode())]
+    meta = "".join(line + "\n" for line in lines).encode()
+    assert crc32c(meta) == f.attrs["metadata_crc32c"], "metadata_crc32c"
     for name in ["index", "adam/step", "adam/fp32/exp_avg", "muon/fp32/momentum", "muon/bf16/param"]:
         if name in f:
             d = f[name]
