@@ -6,25 +6,39 @@
 # (seen with 4.1.4: `--mca orte_abort_on_non_zero_status 0` alone still killed
 # the survivors). With it, mpirun's exit status is 0 whatever the ranks return,
 # so each survivor writes a verdict file and a second test judges the files.
-add_executable(die_in_step hardening/die_in_step.cpp)
+add_executable(die_in_step hardening/die_in_step.cpp hardening/die_inject.cpp)
 target_link_libraries(die_in_step PRIVATE dmuon MPI::MPI_CXX)
 # The test's MPI_* definitions must win over libmpi's for a shared libdmuon too.
 set_target_properties(die_in_step PROPERTIES ENABLE_EXPORTS ON)
 
+# The Fortran twin: the status reaches a Fortran caller's ierr.
+if(DMuon_HAS_FORTRAN)
+  add_executable(die_in_step_f hardening/die_in_step_f.F90 hardening/die_inject.cpp)
+  target_link_libraries(die_in_step_f PRIVATE DMuon::dmuon_fortran MPI::MPI_Fortran MPI::MPI_CXX)
+  set_target_properties(die_in_step_f PROPERTIES ENABLE_EXPORTS ON LINKER_LANGUAGE Fortran
+                        Fortran_MODULE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fmod/die_in_step_f)
+endif()
+
 set(dmuon_die_timeout_ms 1500)
-foreach(point adam_allreduce muon_reduce_scatter grad_norm muon_allgather)
-  set(dir ${CMAKE_CURRENT_BINARY_DIR}/hardening/die_${point})
+# dmuon_add_die_test(<name> <exe> <point>): the run (3 ranks, rank 1 dies) and its judge.
+function(dmuon_add_die_test name exe point)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/hardening/${name})
   file(MAKE_DIRECTORY ${dir})
-  dmuon_add_mpi_test(NAME die_in_${point} COMMAND die_in_step ${point} ${dir} 1 ${dmuon_die_timeout_ms}
-                     NPROCS 3 LABELS hardening)
-  set_tests_properties(die_in_${point}_np3 PROPERTIES
-    ENVIRONMENT "${DMUON_TEST_ENV};OMPI_MCA_orte_enable_recovery=1"
-    TIMEOUT 60 FIXTURES_SETUP die_${point})
-  add_test(NAME die_in_${point}_verdict
-           COMMAND ${CMAKE_COMMAND} -DDIR=${dir} -DNPROCS=3 -DVICTIM=1
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/hardening/check_verdicts.cmake)
-  set_tests_properties(die_in_${point}_verdict PROPERTIES FIXTURES_REQUIRED die_${point} LABELS hardening)
+  dmuon_add_mpi_test(NAME ${name} COMMAND ${exe} ${point} ${dir} 1 ${dmuon_die_timeout_ms} NPROCS 3 LABELS hardening)
+  set_tests_properties(${name}_np3 PROPERTIES ENVIRONMENT "${DMUON_TEST_ENV};OMPI_MCA_orte_enable_recovery=1"
+                       TIMEOUT 60 FIXTURES_SETUP ${name})
+  add_test(NAME ${name}_verdict COMMAND ${CMAKE_COMMAND} -DDIR=${dir} -DNPROCS=3 -DVICTIM=1
+                                        -P ${CMAKE_CURRENT_SOURCE_DIR}/hardening/check_verdicts.cmake)
+  set_tests_properties(${name}_verdict PROPERTIES FIXTURES_REQUIRED ${name} LABELS hardening)
+endfunction()
+foreach(point adam_allreduce muon_reduce_scatter grad_norm muon_allgather)
+  dmuon_add_die_test(die_in_${point} die_in_step ${point})
 endforeach()
+if(DMuon_HAS_FORTRAN)
+  foreach(point adam_allreduce muon_allgather)
+    dmuon_add_die_test(die_f_in_${point} die_in_step_f ${point})
+  endforeach()
+endif()
 
 # The watchdog path against the blocking one, and a rank later than the timeout.
 dmuon_add_gtest(test_timeout_path SOURCES hardening/test_timeout_path.cpp NPROCS 1 2 3 LABELS hardening)

@@ -14,8 +14,8 @@
 // so that Open MPI does not kill the survivors) it is 0 whatever the ranks
 // return. A second CTest step (check_verdicts.cmake) reads the files.
 //
-// The fault is injected through the MPI profiling interface: this program
-// defines the collectives dmuon calls and forwards them to PMPI_*, so the
+// The fault is injected through the MPI profiling interface (die_inject.cpp
+// defines the collectives dmuon calls and forwards them to PMPI_*), so the
 // library is tested exactly as shipped, with no test hook inside it.
 #include <mpi.h>
 #include <unistd.h>
@@ -29,48 +29,9 @@
 
 #include "dmuon/dmuon.h"
 
-namespace {
-
-const char* g_die_at = "";
-bool g_armed = false;
-
-void maybe_die(const char* point) {
-  if (g_armed && std::strcmp(point, g_die_at) == 0) std::raise(SIGKILL);
-}
-
-}  // namespace
-
-// Both forms of each collective: the blocking one is what dmuon uses without a
-// timeout; wrapping it too means a library that ignored the timeout would still
-// meet the fault, hang, and fail the test by CTest's timeout.
-extern "C" {
-int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
-  maybe_die(t == MPI_DOUBLE ? "grad_norm" : "adam_allreduce");
-  return PMPI_Allreduce(s, r, n, t, op, c);
-}
-int MPI_Iallreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
-  maybe_die(t == MPI_DOUBLE ? "grad_norm" : "adam_allreduce");
-  return PMPI_Iallreduce(s, r, n, t, op, c, q);
-}
-int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
-  maybe_die("muon_reduce_scatter");
-  return PMPI_Reduce_scatter_block(s, r, n, t, op, c);
-}
-int MPI_Ireduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c,
-                              MPI_Request* q) {
-  maybe_die("muon_reduce_scatter");
-  return PMPI_Ireduce_scatter_block(s, r, n, t, op, c, q);
-}
-int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
-  maybe_die("muon_allgather");
-  return PMPI_Allgather(s, sn, st, r, rn, rt, c);
-}
-int MPI_Iallgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
-                   MPI_Request* q) {
-  maybe_die("muon_allgather");
-  return PMPI_Iallgather(s, sn, st, r, rn, rt, c, q);
-}
-}  // extern "C"
+// The fault injector (die_inject.cpp): arms the calling rank to kill itself
+// on entering the named collective.
+extern "C" void dmuon_test_arm_death(const char* point);
 
 namespace {
 
@@ -116,7 +77,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s <point> <verdict_dir> <victim_rank> <timeout_ms>\n", argv[0]);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  g_die_at = argv[1];
   g_verdict_path = std::string(argv[2]) + "/rank" + std::to_string(rank) + ".txt";
   const int victim = std::atoi(argv[3]);
   const int timeout_ms = std::atoi(argv[4]);
@@ -144,13 +104,13 @@ int main(int argc, char** argv) {
   expect(dmuon_step(opt) == DMUON_SUCCESS, std::string("first step: ") + dmuon_context_last_error(ctx));
 
   fill_gradients(opt, nparams, rank, 1);
-  g_armed = rank == victim;
+  if (rank == victim) dmuon_test_arm_death(argv[1]);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
   const int rc = dmuon_step(opt);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   if (rank == victim) {
-    g_failures += std::string("the victim did not die at ") + g_die_at;
+    g_failures += std::string("the victim did not die at ") + argv[1];
     finish(rank);
   }
   const std::string message = dmuon_context_last_error(ctx);
