@@ -62,7 +62,8 @@ if(dmuon_library_type STREQUAL "STATIC_LIBRARY")
   endforeach()
   string(APPEND DMUON_PC_LIBS_PRIVATE " -lstdc++ -lm")
   if(DMuon_HAS_CUDA)
-    string(APPEND DMUON_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart -lnccl")
+    # Keep in step with the target_link_libraries of src/backends/cuda/CMakeLists.txt.
+    string(APPEND DMUON_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublasLt -lcublas -lcudart -lnccl")
   endif()
 endif()
 # Relocatable: the prefix is found from the .pc file's own place, so
