@@ -202,7 +202,10 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
       }
       const int64_t padded = r.layout.adam_elements[static_cast<std::size_t>(di)];
       const std::pair<Buffer, std::size_t> bufs[] = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
-      for (const auto& [b, size] : bufs) {
+      for (const auto& entry : bufs) {
+        // Plain variables, not a structured binding: C++17 lets no lambda capture one.
+        const Buffer b = entry.first;
+        const std::size_t size = entry.second;
         HostBuffer canon(static_cast<std::size_t>(total) * size);
         read_verified(comm, file,
                       job_for(dataset_path(Kind::adam, d, b), file_type(d, b), size, total, {{lo, lo, hi - lo}},
