@@ -115,21 +115,31 @@ void Registry::check_identical_across(MPI_Comm comm) const {
     if (lo[i] != hi[i]) { first = i; break; }
   if (first < 0) return;
 
-  // Name the parameter as rank 0 registered it, beside this rank's own.
+  // Name the parameter as rank 0 registered it beside the lowest rank that
+  // registered something else there, so every rank gets the same message.
   auto describe_at = [&](long long i) {
     return i < count ? params_[static_cast<std::size_t>(i)].describe() : std::string("<nothing>");
   };
-  std::string mine = describe_at(first);
-  std::string root = mine;
-  int len = static_cast<int>(root.size());
-  check_mpi(MPI_Bcast(&len, 1, MPI_INT, 0, comm), "registration check");
-  root.resize(static_cast<std::size_t>(len));
-  check_mpi(MPI_Bcast(&root[0], len, MPI_CHAR, 0, comm), "registration check");
-  int rank = 0;
+  auto bcast_string = [&](std::string text, int root) {
+    int len = static_cast<int>(text.size());
+    check_mpi(MPI_Bcast(&len, 1, MPI_INT, root, comm), "registration check");
+    text.resize(static_cast<std::size_t>(len));
+    check_mpi(MPI_Bcast(&text[0], len, MPI_CHAR, root, comm), "registration check");
+    return text;
+  };
+  unsigned long long root_sig = sig[static_cast<std::size_t>(first)];
+  check_mpi(MPI_Bcast(&root_sig, 1, MPI_UNSIGNED_LONG_LONG, 0, comm), "registration check");
+  int rank = 0, world = 1;
   MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  const int mine = sig[static_cast<std::size_t>(first)] != root_sig ? rank : world;
+  int differing = world;
+  check_mpi(MPI_Allreduce(&mine, &differing, 1, MPI_INT, MPI_MIN, comm), "registration check");
+  const std::string root = bcast_string(describe_at(first), 0);
+  const std::string other = bcast_string(describe_at(first), differing);
   std::ostringstream msg;
   msg << "registration differs across ranks at parameter #" << first << ": rank 0 registered " << root
-      << ", rank " << rank << " registered " << mine << " (" << min_count << " to " << max_count
+      << ", rank " << differing << " registered " << other << " (" << min_count << " to " << max_count
       << " parameters per rank)";
   fail(DMUON_ERR_REGISTRATION_MISMATCH, msg.str());
 }

@@ -2,6 +2,8 @@
 // message naming the first differing parameter, and nobody hangs.
 #include <gtest/gtest.h>
 
+#include <mpi.h>
+
 #include <string>
 
 #include "dmuon/dmuon.h"
@@ -32,6 +34,13 @@ void expect_mismatch(Both& b, const std::string& name) {
   const std::string msg = dmuon_context_last_error(b.ctx);
   EXPECT_NE(msg.find("#1"), std::string::npos) << msg;
   EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  // Every rank gets rank 0's message, which names a rank that differs.
+  std::string root = msg;
+  int len = static_cast<int>(root.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  root.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(&root[0], len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  EXPECT_EQ(msg, root);
   EXPECT_EQ(dmuon_step(b.opt), DMUON_ERR_NOT_FINALIZED);  // stays unfinalized
 }
 
