@@ -253,7 +253,9 @@ void write_metadata(hid_t file, const Metadata& m) {
   write_attr_i64(file, "num_params", m.num_params);
   write_attr_str(file, "kernel_choices", m.kernel_choices);
   write_attr_u32(file, "metadata_crc32c", metadata_crc(m));
-  H5Id hyper = h5_group(H5Gcreate2(file, kHyperGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), DMUON_ERR_IO,
+  H5Id gcpl = h5_plist(H5Pcreate(H5P_GROUP_CREATE), DMUON_ERR_IO, "cannot create a group creation list");
+  H5Pset_obj_track_times(gcpl, 0);  // reproducible file bytes, as for datasets
+  H5Id hyper = h5_group(H5Gcreate2(file, kHyperGroup, H5P_DEFAULT, gcpl, H5P_DEFAULT), DMUON_ERR_IO,
                         "cannot create /hyperparameters");
   dmuon_options_t o = m.options;
   for (const OptionField& f : kOptionFields) {
@@ -262,7 +264,7 @@ void write_metadata(hid_t file, const Metadata& m) {
     else
       write_attr_f64(hyper, f.name, f64_field(o, f));
   }
-  H5Id user = h5_group(H5Gcreate2(file, kUserGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), DMUON_ERR_IO,
+  H5Id user = h5_group(H5Gcreate2(file, kUserGroup, H5P_DEFAULT, gcpl, H5P_DEFAULT), DMUON_ERR_IO,
                        "cannot create /user_attributes");
   for (const auto& [key, value] : m.user) write_attr_str(user, key, value);
 }

@@ -88,6 +88,8 @@ void create_and_write(hid_t file, const DatasetJob& job, uint32_t crc) {
   h5_require(H5Pset_fletcher32(dcpl) >= 0, DMUON_ERR_IO, what);
   // Every element is written once: no fill values (they would double the I/O).
   H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+  // No modification times in object headers: the same state gives the same file bytes.
+  H5Pset_obj_track_times(dcpl, 0);
   H5Id lcpl = h5_plist(H5Pcreate(H5P_LINK_CREATE), DMUON_ERR_IO, what);
   H5Pset_create_intermediate_group(lcpl, 1);
   H5Id dset = h5_dataset(H5Dcreate2(file, job.path.c_str(), job.file_type, fspace, lcpl, dcpl, H5P_DEFAULT),

@@ -159,7 +159,9 @@ void write_file(const Optimizer& opt, MPI_Comm comm, const std::string& tmp, con
   agreed(comm, [&] {
     H5Id fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS), DMUON_ERR_IO, "cannot create a file access list");
     h5_require(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0, DMUON_ERR_IO, "cannot select MPI-IO");
-    file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), DMUON_ERR_IO,
+    H5Id fcpl = h5_plist(H5Pcreate(H5P_FILE_CREATE), DMUON_ERR_IO, "cannot create a file creation list");
+    H5Pset_obj_track_times(fcpl, 0);  // the root group too: reproducible file bytes
+    file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, fapl), DMUON_ERR_IO,
                    "cannot create '" + tmp + "'");
   });
   agreed(comm, [&] { write_metadata(file, meta); });
