@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backends/cuda/cuda_block_sum.cuh"
 #include "backends/cuda/cuda_state.hpp"
 
 namespace dmuon {
@@ -18,18 +19,6 @@ __device__ inline float to_f<float>(float x) { return x; }
 template <>
 __device__ inline float to_f<uint16_t>(uint16_t x) { return bf16_to_float(x); }
 
-// Block-wide sum in a fixed order (shared-memory tree): deterministic.
-template <class V>
-__device__ V block_sum(V x) {
-  __shared__ V sh[kThreads];
-  sh[threadIdx.x] = x;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  return sh[0];
-}
 
 template <class T>
 __global__ void sumsq_partial(const T* g, int64_t n, double* partials) {

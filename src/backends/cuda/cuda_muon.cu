@@ -8,32 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_block_sum.cuh"
 #include "backends/cuda/cuda_state.hpp"
 #include "core/newton_schulz.hpp"
 
 namespace dmuon {
 
 namespace {
-
-template <class T>
-__device__ inline float load_f(const T* p, int64_t i);
-template <>
-__device__ inline float load_f<float>(const float* p, int64_t i) { return p[i]; }
-template <>
-__device__ inline float load_f<uint16_t>(const uint16_t* p, int64_t i) { return bf16_to_float(p[i]); }
-__device__ inline void store_f(float* p, int64_t i, float v) { p[i] = v; }
-__device__ inline void store_f(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
-
-__device__ float block_sum_f(float x) {
-  __shared__ float sh[kThreads];
-  sh[threadIdx.x] = x;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  return sh[0];
-}
 
 struct MuonHeader {
   float momentum;
@@ -58,7 +39,7 @@ __global__ void momentum_kernel(const T* __restrict__ grad, float* __restrict__ 
   for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads) {
     float u = 0.f;
     if (live) {
-      const float g = load_f(grad, mt.offset + i) * clip;
+      const float g = load_f32(grad, mt.offset + i) * clip;
       float& b = momentum[mt.momentum_offset + i];
       b = m * b + (1.f - m) * g;
       u = nesterov ? (1.f - m) * g + m * b : b;
@@ -68,7 +49,7 @@ __global__ void momentum_kernel(const T* __restrict__ grad, float* __restrict__ 
     const float r = bf16_to_float(ub);
     acc += r * r;
   }
-  const float s = block_sum_f(acc);
+  const float s = block_sum(acc);
   if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = s;
 }
 
@@ -96,7 +77,7 @@ __global__ void update_kernel(T* __restrict__ param, const MuonMatrix* mats, con
   const uint16_t* o = O + blockIdx.y * numel;
   for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads) {
     const int64_t j = mt.offset + i;
-    store_f(param, j, load_f(param, j) * mt.decay - mt.lr * bf16_to_float(o[i]));
+    store_f32(param, j, load_f32(param, j) * mt.decay - mt.lr * bf16_to_float(o[i]));
   }
 }
 
