@@ -24,12 +24,13 @@ src=$(cd "$1" && pwd)
 program=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
-# The run: long enough (10-40 s at 2 ranks on 2 cores) to signal it in the
+# The run: long enough (about 7 s at 2 ranks on 2 idle cores, the examples run
+# about 1500 steps/s; a minute under load) to signal it in the
 # middle with room to spare on a fast machine, a periodic checkpoint before the
 # signal and some after it.
-steps=1000
-checkpoint_every=250
-signal_after_step=300   # signal once the log shows this step (past the first periodic checkpoint)
+steps=10000
+checkpoint_every=2500
+signal_after_step=3000  # signal once the log shows this step (past the first periodic checkpoint)
 program_args=("--steps=$steps" "--checkpoint_every=$checkpoint_every" --log_every=10 --seed=3)
 
 # shellcheck source=tests/slurm/test_lib.sh
