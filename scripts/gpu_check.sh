@@ -4,12 +4,13 @@
 #
 #   scripts/gpu_check.sh [BIN_DIR] [LOG_DIR]
 #
-# BIN_DIR holds the built programs (a build tree such as build-gpu, or a flat
-# folder of binaries); LOG_DIR (default $OUT or /tmp/dmuon_gpu_check) receives
-# one log per program and results.txt. Exit status: number of failed tests.
+# BIN_DIR is the folder scripts/make_gpu_carry.sh lays out (.carry/build):
+# programs under tests/ and bench/, and gpu_tests.tsv. LOG_DIR (default $OUT
+# or /tmp/dmuon_gpu_check) receives one log per program and results.txt.
+# Exit status: number of failed tests.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
-bin=${1:-build-gpu}
+bin=${1:-.carry/build}
 logs=${2:-${OUT:-/tmp/dmuon_gpu_check}}
 mkdir -p "$logs"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -44,11 +45,15 @@ run_test() {  # name, command...
 }
 
 echo "== gpu tests"
-for t in test_cuda_adam test_cuda_muon test_cuda_step_graph test_cuda_async; do
-  run_test "$t" mpirun -np 1 "$(find_bin $t)"
-done
-run_test test_cuda_nodevice env CUDA_VISIBLE_DEVICES= mpirun -np 1 "$(find_bin test_cuda_nodevice)"
-run_test test_cuda_vs_torch "$here/tests/gpu/torch_compare.sh" "$(find_bin torch_compare_dump)" "$logs/torch_compare"
+# Every gpu-labelled CTest test, from the manifest scripts/make_gpu_carry.sh
+# writes (scripts/gpu_manifest.py): new tests need no edit here.
+manifest=$bin/gpu_tests.tsv
+[ -f "$manifest" ] || { echo "no $manifest: build it with scripts/make_gpu_carry.sh"; exit 1; }
+DMUON_BIN=$(cd "$bin" && pwd)
+export DMUON_BIN DMUON_ROOT=$here
+while IFS=$'\t' read -r name cmd; do
+  run_test "$name" bash -c "$cmd" < /dev/null
+done < "$manifest"
 sed -n '/parameter/,$p' "$logs/test_cuda_vs_torch.log"
 
 echo "== benchmarks"
