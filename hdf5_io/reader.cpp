@@ -11,6 +11,7 @@
 #include "collective.hpp"
 #include "core/error.hpp"
 #include "crc32c.hpp"
+#include "file_seal.hpp"
 #include "format.hpp"
 #include "h5_util.hpp"
 #include "transfer.hpp"
@@ -119,6 +120,8 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   agreed(comm, [&] {
     if (rank == 0) require(path_exists(path), DMUON_ERR_NOT_FOUND, "'" + path + "' does not exist");
   });
+  // HDF5 parses only files whose every byte is as written (it can crash on damaged ones).
+  verify_seal(comm, path);
   H5Id file;
   agreed(comm, [&] {
     H5Id fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS), DMUON_ERR_IO, "cannot create a file access list");

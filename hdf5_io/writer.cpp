@@ -9,6 +9,7 @@
 #include "checkpoint.hpp"
 #include "collective.hpp"
 #include "core/error.hpp"
+#include "file_seal.hpp"
 #include "format.hpp"
 #include "h5_util.hpp"
 #include "transfer.hpp"
@@ -161,6 +162,8 @@ void write_file(const Optimizer& opt, MPI_Comm comm, const std::string& tmp, con
     h5_require(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0, DMUON_ERR_IO, "cannot select MPI-IO");
     H5Id fcpl = h5_plist(H5Pcreate(H5P_FILE_CREATE), DMUON_ERR_IO, "cannot create a file creation list");
     H5Pset_obj_track_times(fcpl, 0);  // the root group too: reproducible file bytes
+    // Room for the whole-file seal (file_seal.hpp), written after the close.
+    h5_require(H5Pset_userblock(fcpl, kSealBytes) >= 0, DMUON_ERR_IO, "cannot reserve the seal's user block");
     file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, fapl), DMUON_ERR_IO,
                    "cannot create '" + tmp + "'");
   });
@@ -213,6 +216,7 @@ void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_st
 
   try {
     write_file(opt, comm, tmp, meta, s, crcs);
+    seal_file(comm, tmp);
     // Every rank flushes what it wrote: on a parallel file system each
     // client holds its own dirty pages.
     agreed(comm, [&] {

@@ -49,7 +49,7 @@ if(H5DUMP_EXECUTABLE)
 endif()
 
 # GoogleTest programs (every rank runs every test).
-foreach(t IN ITEMS test_checkpoint_integrity:2 test_checkpoint_mismatch:2 test_crc32c:1)
+foreach(t IN ITEMS test_checkpoint_integrity:2 test_checkpoint_mismatch:2 test_checkpoint_seal:2 test_crc32c:1)
   string(REPLACE ":" ";" tn ${t})
   list(GET tn 0 name)
   list(GET tn 1 np)
@@ -57,6 +57,8 @@ foreach(t IN ITEMS test_checkpoint_integrity:2 test_checkpoint_mismatch:2 test_c
   target_link_libraries(${name} PRIVATE dmuon_ckpt_test_support GTest::gtest)
   dmuon_add_mpi_test(NAME ${name} COMMAND ${name} NPROCS ${np} LABELS checkpoint)
 endforeach()
+# The fuzzer's saved inputs, each of which the whole-file seal must refuse.
+target_compile_definitions(test_checkpoint_seal PRIVATE DMUON_FUZZ_REGRESSIONS="${PROJECT_SOURCE_DIR}/fuzz/regressions")
 
 # An independent Python reader (h5py) written from docs/checkpoint-format.md; skipped (77) where
 # no python3 with h5py is found.

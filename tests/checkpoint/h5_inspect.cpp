@@ -6,6 +6,9 @@
 
 #include <fstream>
 
+#include "core/error.hpp"
+#include "file_seal.hpp"
+
 namespace ckpt_test {
 
 namespace {
@@ -21,6 +24,16 @@ herr_t visit(hid_t obj, const char* name, const H5O_info_t* info, void* out) {
   H5Dclose(d);
   (*static_cast<std::map<std::string, uint64_t>*>(out))[std::string("/") + name] = crc;
   return 0;
+}
+
+// HDF5 addresses count from the superblock, which follows the user block
+// (where the seal lives): add this to get a file offset.
+hsize_t user_block_bytes(hid_t file) {
+  hsize_t bytes = 0;
+  hid_t fcpl = H5Fget_create_plist(file);
+  H5Pget_userblock(fcpl, &bytes);
+  H5Pclose(fcpl);
+  return bytes;
 }
 }  // namespace
 
@@ -43,8 +56,9 @@ int64_t first_chunk_address(const std::string& file, const std::string& dataset)
   hsize_t offset[1] = {0};
   if (d >= 0) H5Dget_chunk_info_by_coord(d, offset, &mask, &addr, &size);
   if (d >= 0) H5Dclose(d);
+  const hsize_t base = user_block_bytes(f);
   H5Fclose(f);
-  return addr == HADDR_UNDEF ? -1 : static_cast<int64_t>(addr);
+  return addr == HADDR_UNDEF ? -1 : static_cast<int64_t>(addr + base);
 }
 
 bool rewrite_float(const std::string& file, const std::string& dataset, int64_t i, float v) {
@@ -80,6 +94,25 @@ bool flip_byte(const std::string& file, int64_t offset) {
   ok = ok && ::pwrite(fd, &b, 1, offset) == 1;
   ::close(fd);
   return ok;
+}
+
+int64_t object_header_address(const std::string& file, const std::string& object) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return -1;
+  H5O_info_t info;
+  const bool ok = H5Oget_info_by_name2(f, object.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0;
+  const hsize_t user_block = user_block_bytes(f);
+  H5Fclose(f);
+  return ok ? static_cast<int64_t>(info.addr + user_block) : -1;
+}
+
+bool reseal(const std::string& file) {
+  try {
+    dmuon::ckpt::seal_file(MPI_COMM_SELF, file);
+    return true;
+  } catch (const dmuon::Error&) {
+    return false;
+  }
 }
 
 bool copy_file(const std::string& from, const std::string& to) {

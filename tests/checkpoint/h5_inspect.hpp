@@ -12,12 +12,17 @@ namespace ckpt_test {
 
 // dataset path -> crc32c attribute, for every dataset in the file.
 std::map<std::string, uint64_t> dataset_crcs(const std::string& file);
-// File offset of the first chunk of a chunked dataset (-1 on failure).
+// File offset of the first chunk of a chunked dataset, user block included (-1 on failure).
 int64_t first_chunk_address(const std::string& file, const std::string& dataset);
 // Overwrite element `i` of a float32 dataset with `v` through HDF5.
 bool rewrite_float(const std::string& file, const std::string& dataset, int64_t i, float v);
 // Overwrite an int64 attribute of the root group.
 bool rewrite_root_attr_i64(const std::string& file, const std::string& name, int64_t v);
+// File offset of an object's header (HDF5 metadata), user block included (-1 on failure).
+int64_t object_header_address(const std::string& file, const std::string& object);
+// Write a fresh whole-file seal (hdf5_io/file_seal.hpp) over a file changed on
+// purpose, so that a test reaches the checks behind the seal.
+bool reseal(const std::string& file);
 // Flip one byte of a file at `offset`.
 bool flip_byte(const std::string& file, int64_t offset);
 bool copy_file(const std::string& from, const std::string& to);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent reader of a dmuon checkpoint, written from docs/checkpoint-format.md:
-it rebuilds every parameter by name from /index and verifies dmuon's CRC-32C of several
-datasets (fletcher32 is verified by HDF5 itself on every read). Exit 0 when all checks pass."""
+it verifies the whole-file seal, rebuilds every parameter by name from /index and verifies
+dmuon's CRC-32C of several datasets (fletcher32 is verified by HDF5 itself on every read). Exit 0 when all checks pass."""
 import sys
 
 import struct
@@ -32,6 +32,30 @@ def crc32c(data, crc=0):
             crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
     return crc ^ 0xFFFFFFFF
 
+
+def crc32c_fast(data):
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        table.append(c)
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = (crc >> 8) ^ table[(crc ^ b) & 0xFF]
+    return crc ^ 0xFFFFFFFF
+
+
+# The seal in the 512-byte user block ("Seal" in the format page), checked before h5py opens the file.
+with open(sys.argv[1], "rb") as raw:
+    blob = raw.read()
+assert blob[:16] == b"dmuon-ckpt-seal\n", blob[:16]
+version, block, length, body_crc = struct.unpack_from("<IIQI", blob, 16)
+assert (version, block, length) == (1, 512, len(blob)), (version, block, length, len(blob))
+assert blob[36:508] == bytes(472)
+assert struct.unpack_from("<I", blob, 508)[0] == crc32c_fast(blob[:508]), "seal header crc"
+assert body_crc == crc32c_fast(blob[512:]), "seal body crc"
+assert crc32c_fast(b"123456789") == crc32c(b"123456789") == 0xE3069283
 
 with h5py.File(sys.argv[1], "r") as f:
     assert f.attrs["format"] == b"dmuon-checkpoint", f.attrs["format"]

@@ -1,6 +1,7 @@
 // Damaged checkpoints and failing saves: a flipped byte inside a chunk, a
 // value rewritten through HDF5 (fletcher32 still valid, dmuon's CRC not), an
-// altered attribute, files truncated at several offsets, injected ENOSPC on
+// altered attribute (these three re-sealed, to reach the checks behind the
+// whole-file seal), files truncated at several offsets, injected ENOSPC on
 // write and on fsync. Each gives a status; the optimizer and the previous
 // checkpoint stay as they were. Also: keep_last, no overwrite, attributes.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ckpt_files.hpp"
 #include "ckpt_model.hpp"
 #include "h5_inspect.hpp"
 
@@ -18,24 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-// A fresh directory under the build tree (the test's working directory).
-std::string fresh(const std::string& name) {
-  const std::string dir = "checkpoint_data/integrity_" + name;
-  if (world_rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir;
-}
-
-std::string ckpt(const std::string& dir, int step) { return dir + "/ckpt_" + std::to_string(step) + ".h5"; }
+std::string fresh(const std::string& name) { return fresh_dir("integrity_" + name); }
 
 int save(ModelRun& r, const std::string& dir, int64_t step, int keep_last = 0) {
   dmuon_checkpoint_options_t o = DMUON_CHECKPOINT_OPTIONS_INIT;
@@ -48,13 +33,6 @@ std::string latest(const std::string& dir) {
   std::string s;
   std::getline(in, s);
   return s;
-}
-
-// Rank 0 damages the file; everyone waits for it.
-template <class F>
-void on_rank0(F&& f) {
-  if (world_rank() == 0) f();
-  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // Restoring `path` into a fresh run fails with `status`, the message contains
@@ -84,6 +62,9 @@ TEST(CheckpointIntegrity, FlippedByteInChunkIsRefusedAndDirectoryFallsBack) {
     const int64_t addr = first_chunk_address(ckpt(dir, 3), "/adam/fp32/param");
     ASSERT_GT(addr, 0);
     ASSERT_TRUE(flip_byte(ckpt(dir, 3), addr + 5));
+    // Re-sealed, so the damage gets past the whole-file seal to fletcher32
+    // (test_checkpoint_seal covers the seal itself).
+    ASSERT_TRUE(reseal(ckpt(dir, 3)));
   });
   expect_refused(ckpt(dir, 3), DMUON_ERR_CHECKPOINT_CORRUPT, "/adam/fp32/param");
 
@@ -102,7 +83,10 @@ TEST(CheckpointIntegrity, ValueRewrittenThroughHdf5IsCaughtByTheCrc) {
   a.step(0);
   ASSERT_EQ(save(a, dir, 1), DMUON_SUCCESS);
   // fletcher32 is recomputed by HDF5 here: only dmuon's own checksum can tell.
-  on_rank0([&] { ASSERT_TRUE(rewrite_float(ckpt(dir, 1), "/muon/fp32/momentum", 3, 1.5f)); });
+  on_rank0([&] {
+    ASSERT_TRUE(rewrite_float(ckpt(dir, 1), "/muon/fp32/momentum", 3, 1.5f));
+    ASSERT_TRUE(reseal(ckpt(dir, 1)));  // past the seal, as a file altered and re-sealed on purpose
+  });
   expect_refused(ckpt(dir, 1), DMUON_ERR_CHECKPOINT_CORRUPT, "checksum of /muon/fp32/momentum");
 }
 
@@ -111,7 +95,10 @@ TEST(CheckpointIntegrity, AlteredAttributeIsCaughtByTheMetadataCrc) {
   ModelRun a(mixed_model());
   a.step(0);
   ASSERT_EQ(save(a, dir, 1), DMUON_SUCCESS);
-  on_rank0([&] { ASSERT_TRUE(rewrite_root_attr_i64(ckpt(dir, 1), "optimizer_step", 999)); });
+  on_rank0([&] {
+    ASSERT_TRUE(rewrite_root_attr_i64(ckpt(dir, 1), "optimizer_step", 999));
+    ASSERT_TRUE(reseal(ckpt(dir, 1)));
+  });
   expect_refused(ckpt(dir, 1), DMUON_ERR_CHECKPOINT_CORRUPT, "metadata checksum");
 }
 
