@@ -15,6 +15,7 @@ int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char* dir, int64_t user_s
   return with_optimizer(opt, "dmuon_checkpoint_save", [&](Optimizer& o) {
     require_out(dir, "dmuon_checkpoint_save", "dir");
     require(o.finalized(), DMUON_ERR_NOT_FINALIZED, "dmuon_checkpoint_save: call dmuon_optimizer_finalize first");
+    o.backend().check_not_failed("dmuon_checkpoint_save");  // collective: fail at once after a rank failure
     int keep_last = 3;
     if (options) {
       require(options->magic == DMUON_OPTIONS_MAGIC && options->version >= 1 &&
@@ -32,6 +33,7 @@ int dmuon_checkpoint_restore(dmuon_optimizer_t opt, const char* path, int64_t* u
   return with_optimizer(opt, "dmuon_checkpoint_restore", [&](Optimizer& o) {
     require_out(path, "dmuon_checkpoint_restore", "path");
     require(o.finalized(), DMUON_ERR_NOT_FINALIZED, "dmuon_checkpoint_restore: call dmuon_optimizer_finalize first");
+    o.backend().check_not_failed("dmuon_checkpoint_restore");  // collective, as for save
     const int64_t step = ckpt::restore_checkpoint(o, path);
     if (user_step) *user_step = step;
   });

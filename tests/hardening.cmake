@@ -8,6 +8,7 @@
 # so each survivor writes a verdict file and a second test judges the files.
 add_executable(die_in_step hardening/die_in_step.cpp hardening/die_inject.cpp)
 target_link_libraries(die_in_step PRIVATE dmuon MPI::MPI_CXX)
+target_include_directories(die_in_step PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 # The test's MPI_* definitions must win over libmpi's for a shared libdmuon too.
 set_target_properties(die_in_step PROPERTIES ENABLE_EXPORTS ON)
 

@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 #include "core/scalar_table.hpp"
 #include "core/step_stats.hpp"
 
@@ -115,13 +116,46 @@ class Backend {
   // throws DMUON_ERR_TIMEOUT (DMUON_ERR_PEER_FAILED when the transport reports
   // a dead rank), and from then on every collective of this backend fails at
   // once with that status: the communicator holds an abandoned operation.
-  // CPU: MPI non-blocking collectives and a test loop; CUDA: NCCL's async
-  // error query and ncclCommAbort. The default ignores it (blocking collectives).
+  // CPU: MPI non-blocking collectives and a test loop; CUDA: the collectives
+  // are enqueued, so the deadline bounds each host wait (download,
+  // synchronize, ...), polled with NCCL's async error query, and a failure
+  // aborts the NCCL communicator. The default ignores it (blocking collectives).
   virtual void set_collective_timeout(int milliseconds) { (void)milliseconds; }
+
+  // Called by dmuon_context_destroy before the destructor: finishes what needs
+  // the transport (CUDA: waits for the streams and finalizes the NCCL
+  // communicator, both bounded by the deadline) and throws a failure found
+  // there, which poisons as above. The destructor then frees local resources
+  // only, and never waits on a poisoned backend.
+  virtual void close() {}
+
+  // The status that poisoned this backend, 0 while it is healthy.
+  int failed_status() const { return failed_status_; }
+  // Throws that failure for `what`, a call that would communicate or wait on
+  // the abandoned operation, so that it fails at once instead of hanging.
+  void check_not_failed(const char* what) const {
+    if (failed_status_)
+      fail(failed_status_, std::string(what) + " not attempted: an earlier collective on this context failed (" +
+                               failed_message_ + "); destroy the optimizer and the context");
+  }
 
   // Per-shape kernel choices the backend made (for example the symmetric
   // product of Newton-Schulz), as text that checkpoints store beside the plan.
   virtual std::string kernel_choices() const { return ""; }
+
+ protected:
+  // Records the failure (the first one stays) and throws it.
+  [[noreturn]] void poison(int status, const std::string& message) {
+    if (!failed_status_) {
+      failed_status_ = status;
+      failed_message_ = message;
+    }
+    fail(status, message);
+  }
+
+ private:
+  int failed_status_ = 0;
+  std::string failed_message_;
 };
 
 // Backend selection by resource string ("cpu", "cuda", "auto"); throws Error.

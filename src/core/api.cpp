@@ -72,19 +72,31 @@ int dmuon_context_create_f(MPI_Fint comm, const char* resource, dmuon_context_t*
   return dmuon_context_create(MPI_Comm_f2c(comm), resource, ctx);
 }
 
+// Destroy never hangs and always releases the handle. It returns a failure
+// that it finds itself (the backend's bounded close: a dead peer seen while
+// waiting for the device), not one an earlier call already reported.
 int dmuon_context_destroy(dmuon_context_t* ctx) {
   if (ctx == nullptr || *ctx == nullptr) return DMUON_SUCCESS;
-  return with_context(*ctx, "dmuon_context_destroy", [&](dmuon_context_s& c) {
-    for (auto it = c.saved_handlers.rbegin(); it != c.saved_handlers.rend(); ++it)
-      sigaction(it->signum, &it->previous, nullptr);
-    c.backend.reset();
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&c.comm);
-    c.magic = kDeadMagic;
-    delete &c;
-    *ctx = nullptr;
+  if (!valid(*ctx)) return with_context(*ctx, "dmuon_context_destroy", [](dmuon_context_s&) {});
+  dmuon_context_s& c = **ctx;
+  const int status = guarded(&c, [&] {
+    if (!c.backend->failed_status()) c.backend->close();
   });
+  const bool poisoned = c.backend->failed_status() != 0;
+  if (status != DMUON_SUCCESS) orphan_last_error() = c.last_error;  // the context's message dies with it
+  for (auto it = c.saved_handlers.rbegin(); it != c.saved_handlers.rend(); ++it)
+    sigaction(it->signum, &it->previous, nullptr);
+  c.backend.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // MPI_Comm_free is collective in the standard, and a poisoned communicator
+  // holds an abandoned operation with a rank that may be dead: leave it to
+  // MPI (the handle is dropped, the process should end soon).
+  if (!finalized && !poisoned) MPI_Comm_free(&c.comm);
+  c.magic = kDeadMagic;
+  delete &c;
+  *ctx = nullptr;
+  return status;
 }
 
 int dmuon_context_backend(dmuon_context_t ctx, char* buf, size_t len) {
@@ -124,12 +136,22 @@ int dmuon_optimizer_create(dmuon_context_t ctx, const dmuon_options_t* options, 
   });
 }
 
+// As dmuon_context_destroy: the wait for the optimizer's work is bounded by
+// the collective timeout, its failure is returned, and the handle goes either way.
 int dmuon_optimizer_destroy(dmuon_optimizer_t* opt) {
   if (opt == nullptr || *opt == nullptr) return DMUON_SUCCESS;
-  return with_optimizer(*opt, "dmuon_optimizer_destroy", [&](Optimizer&) {
-    (*opt)->magic = kDeadMagic;
-    delete *opt;
-    *opt = nullptr;
+  return with_optimizer(*opt, "dmuon_optimizer_destroy", [&](Optimizer& o) {
+    struct Release {  // runs when the wait below throws too
+      dmuon_optimizer_t* opt;
+      ~Release() {
+        (*opt)->magic = kDeadMagic;
+        delete *opt;
+        *opt = nullptr;
+      }
+    } release{opt};
+    // A poisoned backend frees nothing that the abandoned operation may touch
+    // and waits for nothing; a healthy one finishes the queued work first.
+    if (!o.backend().failed_status()) o.backend().synchronize();
   });
 }
 

@@ -39,6 +39,8 @@ int dmuon_request_checkpoint(dmuon_context_t ctx) {
 int dmuon_checkpoint_requested(dmuon_context_t ctx, int* requested) {
   return with_context(ctx, "dmuon_checkpoint_requested", [&](dmuon_context_s& c) {
     require_out(requested, "dmuon_checkpoint_requested", "requested");
+    // The all-reduce below would wait for a dead rank: a poisoned context says so at once.
+    c.backend->check_not_failed("dmuon_checkpoint_requested");
     int mine = (c.checkpoint_flag || g_signal_requested) ? 1 : 0;
     int any = 0;
     require(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, c.comm) == MPI_SUCCESS, DMUON_ERR_MPI,

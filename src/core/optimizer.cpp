@@ -54,6 +54,8 @@ ParamRecord& Optimizer::param(int id) {
 
 void Optimizer::finalize() {
   require(!finalized_, DMUON_ERR_ALREADY_FINALIZED, "dmuon_optimizer_finalize: already finalized");
+  // The comparison below is collective: on a poisoned context a rank is gone.
+  backend().check_not_failed("dmuon_optimizer_finalize");
   // Emptiness is checked collectively too, as part of the list comparison.
   registry_.check_identical_across(ctx_->comm);
   require(registry_.size() > 0, DMUON_ERR_NO_PARAMETERS, "dmuon_optimizer_finalize: no parameter was registered");
@@ -174,6 +176,10 @@ void Optimizer::refresh_step_scalars() {
 void Optimizer::step() {
   require(finalized_, DMUON_ERR_NOT_FINALIZED, "dmuon_step: call dmuon_optimizer_finalize first");
   Backend& b = backend();
+  // Before touching anything: a poisoned context fails the step at once, with
+  // the state as the failure left it (a backend whose step only enqueues work
+  // would otherwise queue it behind the abandoned operation).
+  b.check_not_failed("dmuon_step");
   const int world = ctx_->size;
 
   // What decides the sequence of backend calls below (beyond the options):

@@ -1,12 +1,25 @@
 # Judges a die_in_step run from the verdict files its survivors wrote:
 #   cmake -DDIR=<verdict_dir> -DNPROCS=<n> -DVICTIM=<rank> -P check_verdicts.cmake
-# Every rank but the victim must have written "OK"; the victim nothing.
+# Every rank but the victim must have written "OK"; the victim nothing. A run
+# that could not take place (tests/gpu/die_in_step_cuda.cpp without one GPU per
+# rank) has every rank write "SKIP <why>": the judge then prints "gpu test
+# skipped", which the test's SKIP_REGULAR_EXPRESSION turns into a skip.
 foreach(var DIR NPROCS VICTIM)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "check_verdicts.cmake: -D${var}=... is required")
   endif()
 endforeach()
 math(EXPR last "${NPROCS} - 1")
+foreach(r RANGE ${last})
+  if(EXISTS "${DIR}/rank${r}.txt")
+    file(READ "${DIR}/rank${r}.txt" text)
+    if(text MATCHES "^SKIP")
+      string(STRIP "${text}" text)
+      message(STATUS "rank ${r}: ${text}: gpu test skipped")
+      return()
+    endif()
+  endif()
+endforeach()
 set(bad "")
 foreach(r RANGE ${last})
   set(f "${DIR}/rank${r}.txt")

@@ -7,8 +7,10 @@
 // clean-up of any kind) on entering the MPI collective named by <point> in the
 // second step. Each survivor checks that its dmuon_step returned
 // DMUON_ERR_TIMEOUT no earlier than the timeout and not much later, that the
-// next step fails at once with the same status, that the optimizer and context
-// can still be destroyed, and writes its verdict to <verdict_dir>/rank<r>.txt.
+// next step fails at once with the same status, as does every other call that
+// would communicate (checkpoint request, save, restore, finalizing a new
+// optimizer), that the optimizer and context can still be destroyed at once,
+// and writes its verdict to <verdict_dir>/rank<r>.txt.
 //
 // mpirun's exit status cannot be the judge: with orte_enable_recovery (needed
 // so that Open MPI does not kill the survivors) it is 0 whatever the ranks
@@ -28,6 +30,7 @@
 #include <string>
 
 #include "dmuon/dmuon.h"
+#include "hardening/verdict.hpp"
 
 // The fault injector (die_inject.cpp): arms the calling rank to kill itself
 // on entering the named collective.
@@ -35,25 +38,9 @@ extern "C" void dmuon_test_arm_death(const char* point);
 
 namespace {
 
-std::string g_verdict_path;
-std::string g_failures;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) g_failures += what + "; ";
-}
-
-// The verdict is the test's only output that counts; write it and leave
-// without MPI_Finalize, which is collective and so undefined with a dead rank.
-[[noreturn]] void finish(int rank) {
-  FILE* f = std::fopen(g_verdict_path.c_str(), "w");
-  if (f) {
-    std::fprintf(f, "%s\n", g_failures.empty() ? "OK" : ("FAIL " + g_failures).c_str());
-    std::fclose(f);
-  }
-  std::printf("rank %d verdict: %s\n", rank, g_failures.empty() ? "OK" : g_failures.c_str());
-  std::fflush(stdout);
-  _exit(g_failures.empty() ? 0 : 1);
-}
+using verdict::expect;
+using verdict::finish;
+using Clock = std::chrono::steady_clock;
 
 void fill_gradients(dmuon_optimizer_t opt, int nparams, int rank, int step) {
   for (int id = 0; id < nparams; ++id) {
@@ -77,10 +64,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s <point> <verdict_dir> <victim_rank> <timeout_ms>\n", argv[0]);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  g_verdict_path = std::string(argv[2]) + "/rank" + std::to_string(rank) + ".txt";
+  verdict::open(argv[2], rank);
   const int victim = std::atoi(argv[3]);
   const int timeout_ms = std::atoi(argv[4]);
-  std::remove(g_verdict_path.c_str());  // a verdict must come from this run
   MPI_Barrier(MPI_COMM_WORLD);
 
   dmuon_context_t ctx = nullptr;
@@ -90,27 +76,21 @@ int main(int argc, char** argv) {
   o.max_grad_norm = 1.0;  // so that the step has the norm all-reduce too
   expect(dmuon_context_create(MPI_COMM_WORLD, "cpu", &ctx) == DMUON_SUCCESS, "context_create");
   expect(dmuon_optimizer_create(ctx, &o, &opt) == DMUON_SUCCESS, "optimizer_create");
-  // One Muon matrix per rank (each rank owns one) and an Adam vector.
-  const int64_t mat[2] = {16, 8}, vec[1] = {37};
-  int nparams = 0;
-  for (int m = 0; m < size; ++m, ++nparams)
-    dmuon_register(opt, ("w" + std::to_string(m)).c_str(), DMUON_KIND_MUON, DMUON_DTYPE_FP32, 2, mat, 1, 1, nullptr);
-  dmuon_register(opt, "bias", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, 1, vec, 1, 1, nullptr);
-  ++nparams;
+  const int64_t mat[2] = {16, 8};
+  const int nparams = verdict::register_model(opt, size, mat);
   expect(dmuon_optimizer_finalize(opt) == DMUON_SUCCESS, "finalize");
-  if (!g_failures.empty()) finish(rank);
+  if (!verdict::state().failures.empty()) finish(rank);
 
   fill_gradients(opt, nparams, rank, 0);
   expect(dmuon_step(opt) == DMUON_SUCCESS, std::string("first step: ") + dmuon_context_last_error(ctx));
 
   fill_gradients(opt, nparams, rank, 1);
   if (rank == victim) dmuon_test_arm_death(argv[1]);
-  using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
   const int rc = dmuon_step(opt);
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const double ms = verdict::ms_since(t0);
   if (rank == victim) {
-    g_failures += std::string("the victim did not die at ") + argv[1];
+    expect(false, std::string("the victim did not die at ") + argv[1]);
     finish(rank);
   }
   const std::string message = dmuon_context_last_error(ctx);
@@ -123,19 +103,37 @@ int main(int argc, char** argv) {
   expect(ms <= timeout_ms + 5000.0, "returned after " + std::to_string(ms) + " ms, long after the timeout");
   expect(message.find("collective_timeout_ms") != std::string::npos, "message does not name the timeout: " + message);
 
-  // Poisoned: the next step fails at once with the same status.
-  const Clock::time_point t1 = Clock::now();
-  const int rc2 = dmuon_step(opt);
-  const double ms2 = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
-  expect(rc2 == DMUON_ERR_TIMEOUT, "step after the failure returned " + std::to_string(rc2));
-  expect(ms2 < 0.5 * timeout_ms, "step after the failure waited " + std::to_string(ms2) + " ms");
-  expect(std::string(dmuon_context_last_error(ctx)).find("not attempted") != std::string::npos,
-         "second failure message: " + std::string(dmuon_context_last_error(ctx)));
   int64_t steps = -1;
   expect(dmuon_get_step_count(opt, &steps) == DMUON_SUCCESS, "step count after the failure");
 
-  // And everything can still be destroyed.
+  // Poisoned: the next step, and every other call that communicates and so
+  // would wait for the dead rank, fails at once with the same status.
+  const std::string unused = std::string(argv[2]) + "/not_written_rank" + std::to_string(rank);
+  int requested = -1;
+  dmuon_optimizer_t late = nullptr;
+  verdict::expect_fast_failures(
+      {
+          {"dmuon_step", [&] { return dmuon_step(opt); }},
+          {"dmuon_checkpoint_requested", [&] { return dmuon_checkpoint_requested(ctx, &requested); }},
+          {"dmuon_checkpoint_save", [&] { return dmuon_checkpoint_save(opt, unused.c_str(), 2, nullptr); }},
+          {"dmuon_checkpoint_restore", [&] { return dmuon_checkpoint_restore(opt, unused.c_str(), nullptr); }},
+          {"dmuon_optimizer_finalize",
+           [&] {  // of a new optimizer on the poisoned context
+             dmuon_optimizer_create(ctx, &o, &late);
+             dmuon_register(late, "w", DMUON_KIND_MUON, DMUON_DTYPE_FP32, 2, mat, 1, 1, nullptr);
+             return dmuon_optimizer_finalize(late);
+           }},
+      },
+      DMUON_ERR_TIMEOUT, 0.5 * timeout_ms, ctx);
+  expect(requested == -1, "dmuon_checkpoint_requested wrote its output");
+  expect(access(unused.c_str(), F_OK) != 0, "dmuon_checkpoint_save created " + unused);
+
+  // And everything can still be destroyed, at once: no collective, no wait.
+  const Clock::time_point td = Clock::now();
+  expect(dmuon_optimizer_destroy(&late) == DMUON_SUCCESS && late == nullptr, "destroy of the late optimizer");
   expect(dmuon_optimizer_destroy(&opt) == DMUON_SUCCESS && opt == nullptr, "optimizer_destroy");
   expect(dmuon_context_destroy(&ctx) == DMUON_SUCCESS && ctx == nullptr, "context_destroy");
+  const double ms_d = verdict::ms_since(td);
+  expect(ms_d < 0.5 * timeout_ms, "destroy after the failure took " + std::to_string(ms_d) + " ms");
   finish(rank);
 }

@@ -1,6 +1,7 @@
 ! Fortran twin of die_in_step.cpp: a rank dies inside a step, and the
 ! surviving Fortran callers get DMUON_ERR_TIMEOUT in ierr within the timeout,
-! then again at once, and can still destroy everything.
+! then again at once (from the next step and from the collective checkpoint
+! request alike), and can still destroy everything.
 !
 !   die_in_step_f <point> <verdict_dir> <victim_rank> <timeout_ms>
 !
@@ -31,6 +32,7 @@ program die_in_step_f
   character(len=256) :: point, dir, arg
   character(len=:), allocatable :: verdict_path, failures
   integer :: rank, nranks, victim, timeout_ms, ierr, m, u
+  logical :: requested
   integer(int64) :: t0, t1, rate
   double precision :: ms
 
@@ -84,6 +86,12 @@ program die_in_step_f
   call expect(ms <= timeout_ms + 5000d0, "returned long after the timeout")
   call dmuon_step(opt, ierr)
   call expect(ierr == DMUON_ERR_TIMEOUT, "step after the failure gave ierr "//itoa(ierr))
+  ! A collective call outside the step fails at once too, instead of waiting for the dead rank.
+  call system_clock(t0)
+  call dmuon_checkpoint_requested(ctx, requested, ierr)
+  call system_clock(t1)
+  call expect(ierr == DMUON_ERR_TIMEOUT, "checkpoint_requested after the failure gave ierr "//itoa(ierr))
+  call expect(1000d0*dble(t1 - t0)/dble(rate) < 0.5d0*timeout_ms, "checkpoint_requested after the failure waited")
   call dmuon_optimizer_destroy(opt, ierr)
   call expect(ierr == DMUON_SUCCESS, "optimizer_destroy")
   call dmuon_context_destroy(ctx, ierr)

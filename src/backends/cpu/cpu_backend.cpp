@@ -91,7 +91,7 @@ CpuBackend::CpuBackend(MPI_Comm comm) : comm_(comm) {
 }
 
 CpuBackend::~CpuBackend() {
-  if (!failed_status_ || scratch_.empty()) return;
+  if (!failed_status() || scratch_.empty()) return;
   try {
     abandoned().staging.push_back(std::move(scratch_));
   } catch (...) {  // out of memory: leak the buffer instead of freeing it under MPI
@@ -109,7 +109,7 @@ void* CpuBackend::allocate(std::size_t bytes) {
 
 void CpuBackend::release(void* p) noexcept {
   if (p == nullptr) return;
-  if (!failed_status_) {
+  if (!failed_status()) {
     std::free(p);
     return;
   }
@@ -122,18 +122,6 @@ void CpuBackend::zero(void* p, std::size_t bytes) { if (bytes) std::memset(p, 0,
 void CpuBackend::copy(void* dst, const void* src, std::size_t bytes) { if (bytes && dst != src) std::memmove(dst, src, bytes); }
 void CpuBackend::upload(void* dst, const void* host, std::size_t bytes) { copy(dst, host, bytes); }
 void CpuBackend::download(void* host, const void* src, std::size_t bytes) { copy(host, src, bytes); }
-
-void CpuBackend::check_not_failed(const char* what) const {
-  if (failed_status_)
-    fail(failed_status_, std::string(what) + " not attempted: an earlier collective on this context failed (" +
-                             failed_message_ + "); destroy the optimizer and the context");
-}
-
-void CpuBackend::poison(int status, const std::string& message) {
-  failed_status_ = status;
-  failed_message_ = message;
-  fail(status, message);
-}
 
 void CpuBackend::run(const char* what, const std::function<int()>& blocking,
                      const std::function<int(MPI_Request*)>& post) {

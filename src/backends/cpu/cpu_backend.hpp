@@ -39,19 +39,12 @@ class CpuBackend final : public Backend {
   // One collective: `blocking` without a deadline, else `post` (non-blocking)
   // completed by the watchdog. A failure or a missed deadline poisons.
   void run(const char* what, const std::function<int()>& blocking, const std::function<int(MPI_Request*)>& post);
-  // Throws the failure that poisoned this backend, if any.
-  void check_not_failed(const char* what) const;
-  [[noreturn]] void poison(int status, const std::string& message);
 
   MPI_Comm comm_;
   int rank_ = 0;
   int world_ = 1;
   std::vector<float> scratch_;  // fp32 staging for bf16 collectives
   int timeout_ms_ = 0;          // 0: blocking collectives
-  // After a collective timed out or failed: its status and message. The
-  // communicator then holds operations that may still write into our memory.
-  int failed_status_ = 0;
-  std::string failed_message_;
   std::vector<float> muon_workspace_;  // Newton-Schulz matrices of one chunk (cpu_muon.cpp), kept between steps
 };
 
