@@ -49,8 +49,8 @@ endif()
 set(DMUON_PC_REQUIRES_PRIVATE "")
 set(DMUON_PC_LIBS_PRIVATE "")
 if(dmuon_library_type STREQUAL "STATIC_LIBRARY")
-  # MPI_CXX: OpenMPI's mpi.h pulls its C++ bindings into the C++ objects.
-  foreach(lib IN LISTS HDF5_C_LIBRARIES BLAS_LIBRARIES MPI_CXX_LIBRARIES)
+  # MPI's C library only: dmuon's objects are built without MPI's C++ bindings.
+  foreach(lib IN LISTS HDF5_C_LIBRARIES BLAS_LIBRARIES MPI_C_LIBRARIES)
     if(lib MATCHES "^/")
       get_filename_component(dir ${lib} DIRECTORY)
       get_filename_component(name ${lib} NAME_WE)

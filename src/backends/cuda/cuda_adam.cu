@@ -13,18 +13,10 @@ namespace dmuon {
 namespace {
 
 template <class T>
-__device__ inline float to_f(T x);
-template <>
-__device__ inline float to_f<float>(float x) { return x; }
-template <>
-__device__ inline float to_f<uint16_t>(uint16_t x) { return bf16_to_float(x); }
-
-
-template <class T>
 __global__ void sumsq_partial(const T* g, int64_t n, double* partials) {
   double acc = 0.0;
   for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
-    const double x = to_f(g[i]);
+    const double x = load_f32(g, i);
     acc += x * x;
   }
   const double s = block_sum(acc);
@@ -135,11 +127,7 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
         store_f4(v + i, vv[u], V);
       } else {
         for (int64_t j = i; j < end; ++j) {  // the row's ragged end
-          const float x = adam_element(to_f(param[j]), to_f(grad[j]) * clip, m[j], v[j], r, d);
-          if constexpr (sizeof(T) == 4)
-            param[j] = x;
-          else
-            param[j] = float_to_bf16(x);
+          store_f32(param, j, adam_element(load_f32(param, j), load_f32(grad, j) * clip, m[j], v[j], r, d));
         }
       }
     }
