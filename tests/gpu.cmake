@@ -21,6 +21,11 @@ dmuon_add_gpu_test(test_cuda_adam gpu/test_cuda_adam.cpp)
 dmuon_add_gpu_test(test_cuda_muon gpu/test_cuda_muon.cpp)
 dmuon_add_gpu_test(test_cuda_step_graph gpu/test_cuda_step_graph.cpp)
 dmuon_add_gpu_test(test_cuda_async gpu/test_cuda_async.cu)
+# Symmetric Newton-Schulz products: equal to plain within bf16 tolerance, replay
+# bitwise eager, per-shape choice timed once and cached on disk.
+dmuon_add_gpu_test(test_cuda_ns_symmetric gpu/test_cuda_ns_symmetric.cu)
+# The cache file's format and writing, without a GPU: runs wherever the CUDA backend is built.
+dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS 1 LABELS unit)
 
 # Runs everywhere: with no device visible, "cuda" is refused clearly and "auto" picks cpu.
 dmuon_add_gtest(test_cuda_nodevice SOURCES gpu/test_cuda_nodevice.cpp NPROCS 1 LABELS gpu)

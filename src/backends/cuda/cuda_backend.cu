@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
 
 namespace dmuon {
@@ -78,6 +79,7 @@ void CudaStepState::drop_shape_graphs() noexcept {
 void ShapeWork::release() noexcept {
   if (exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
   exec = nullptr;
+  sym.reset();
   cudaFree(X);
   cudaFree(Xn);
   cudaFree(A);
@@ -409,6 +411,10 @@ CudaBackend::Diagnostics CudaBackend::diagnostics(const StepStats* key) const {
     d.shape_graphs += w.exec ? 1 : 0;
     d.shape_fallbacks += w.fallback ? 1 : 0;
   }
+  if (ns_tuner_) {
+    d.ns_shapes_timed = ns_tuner_->shapes_timed;
+    d.ns_cache_hits = ns_tuner_->cache_hits;
+  }
   return d;
 }
 
@@ -418,7 +424,7 @@ std::string CudaBackend::kernel_choices() const {
   for (const auto& kv : states_)
     for (const ShapeWork& w : kv.second->shapes)
       out += "ns " + std::to_string(w.rows) + "x" + std::to_string(w.cols) + " " + dtype_name(w.dtype) + " x" +
-             std::to_string(w.count) + ": gram=cublas_gemm run=" +
+             std::to_string(w.count) + ": gram=" + (w.gram_note.empty() ? std::string("cublas_gemm") : w.gram_note) + " run=" +
              (w.fallback ? "eager (capture failed: " + w.note + ")" : w.exec ? std::string("graph") : std::string("eager")) +
              "\n";
   return out + choices_log_;

@@ -13,6 +13,10 @@
 namespace dmuon {
 
 struct CudaStepState;  // per optimizer: stream, scalar ring, workspaces, graphs
+class NsTuner;         // per-shape choice of the Newton-Schulz products (cuda_ns_tune.hpp)
+struct NsTunerDeleter {
+  void operator()(NsTuner* t) const noexcept;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -55,12 +59,16 @@ class CudaBackend final : public Backend {
     long step_replays = 0;
     int shape_graphs = 0;     // per-shape Newton-Schulz graphs instantiated
     int shape_fallbacks = 0;  // shapes that fell back to eager after a failed capture
+    int ns_shapes_timed = 0;  // Newton-Schulz shapes this backend timed (symmetric products)
+    int ns_cache_hits = 0;    // and those whose choice came from the cache file
   };
   Diagnostics diagnostics(const StepStats* key) const;
   // Make the next per-shape capture fail, to exercise the eager fallback.
   void fail_next_shape_capture_for_testing() { fail_next_capture_ = true; }
 
   int device() const { return device_; }
+  // Chooses each shape's Newton-Schulz products (cuda_ns_tune.cu); made at first use.
+  NsTuner& ns_tuner();
 
  private:
   friend struct CudaStepState;
@@ -83,6 +91,7 @@ class CudaBackend final : public Backend {
   CudaStepState* current_ = nullptr;
   bool fail_next_capture_ = false;
   std::string choices_log_;         // shape choices and fallbacks, for kernel_choices()
+  std::unique_ptr<NsTuner, NsTunerDeleter> ns_tuner_;
 
   // Muon helpers (cuda_muon.cu).
   void run_shape(CudaStepState& st, const MuonBuffers& buf, const MuonShapeBatch& batch, std::size_t index,

@@ -3,12 +3,16 @@
 // bf16 with fp32 accumulation through batched cuBLASLt matmuls (the shared
 // newton_schulz_iterate template over a cuBLAS engine), and the update. Each
 // shape is captured in a CUDA graph after one eager warm-up call and replayed.
+// The two symmetric products of an iteration may run over row blocks
+// (cuda_ns_symmetric.cu), as chosen per shape at its first call (cuda_ns_tune.cu).
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_block_sum.cuh"
+#include "backends/cuda/cuda_ns_symmetric.hpp"
+#include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
 #include "core/newton_schulz.hpp"
 
@@ -86,16 +90,34 @@ __global__ void update_kernel(T* __restrict__ param, const MuonMatrix* mats, con
 // matrix's own buffer read as its transpose) flips the operand order instead
 // of moving data. The template's "copy C, then GEMM with beta" pairs become
 // one cuBLASLt matmul reading C from the copy's source (D != C): no copy pass,
-// half the traffic of the linear combination.
+// half the traffic of the linear combination. With `sym`, the engine tracks
+// which workspaces hold a symmetric matrix, as the CPU engine does: a product
+// P P^T (X X^T), or P P of a symmetric P (A A) plus a multiple of a symmetric
+// matrix, is symmetric and goes to the row-block products.
 struct NsEngine {
   CudaStepState& st;
   int batch;
   bool col_major;
+  SymShape* sym = nullptr;
   struct Pending {
     uint16_t* dst = nullptr;
     const uint16_t* src = nullptr;
     long elements = 0;
   } pending;
+  const uint16_t* symmetric[2] = {nullptr, nullptr};  // buffers now holding a symmetric matrix
+
+  bool is_symmetric(const uint16_t* p) const { return p && (p == symmetric[0] || p == symmetric[1]); }
+  void mark(const uint16_t* C, bool symm) {
+    for (const uint16_t*& s : symmetric)
+      if (s == C) s = nullptr;
+    if (!symm) return;
+    for (const uint16_t*& s : symmetric)
+      if (!s) {
+        s = C;
+        return;
+      }
+    symmetric[0] = C;
+  }
 
   void copy(uint16_t* dst, const uint16_t* src, long elements) {
     flush();
@@ -116,6 +138,15 @@ struct NsEngine {
       pending = {};
     }
     flush();
+    if (sym && A == B && M == N && (trans_b || is_symmetric(A))) {
+      const uint16_t* sym_in = beta != 0.f ? c_in : nullptr;
+      if ((!sym_in || (sym_in != C && is_symmetric(sym_in))) && sym_knows(*sym, A, sym_in, C)) {
+        sym_product(st, *sym, A, alpha, beta, sym_in, C);
+        mark(C, true);
+        return;
+      }
+    }
+    mark(C, false);
     // The column-major call: C_cm(m x n) = op1(P) op2(Q).
     const bool t1 = col_major ? false : trans_b, t2 = col_major ? trans_b : false;
     const long m = col_major ? M : N, n = col_major ? N : M, k = K;
@@ -200,7 +231,6 @@ template <class T>
 void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const MuonHyper& hyper,
                    const StepStats* stats, const MuonMatrix* mats, const MuonHeader* hdr) {
   const int64_t numel = w.rows * w.cols;
-  const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   const dim3 grid(static_cast<unsigned>(w.blocks_per_matrix), static_cast<unsigned>(w.count));
   momentum_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<const T*>(buf.grad), buf.momentum, mats, hdr, stats,
                                                        numel, hyper.nesterov, w.X, w.partials);
@@ -208,10 +238,7 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
   normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, static_cast<float>(ns_norm_factor(hyper.ns_schedule)),
                                                      hyper.ns_eps);
   launch_check("normalise_kernel");
-  cublas_check(cublasSetStream(st.cublas, st.stream), "cublasSetStream");
-  NsEngine e{st, w.count, w.rows > w.cols, {}};
-  uint16_t* out = newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, ns_coefficients(hyper.ns_schedule, hyper.ns_steps));
-  e.flush();
+  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps));
   update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), mats, stats, numel, out);
   launch_check("update_kernel");
 }
@@ -225,6 +252,15 @@ void enqueue(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const Muon
 }
 
 }  // namespace
+
+uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs) {
+  const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
+  cublas_check(cublasSetStream(st.cublas, st.stream), "cublasSetStream");
+  NsEngine e{st, w.count, w.rows > w.cols, sym, {}};
+  uint16_t* out = newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
+  e.flush();
+  return out;
+}
 
 void CudaBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
                               const MuonHyper& hyper, const StepStats* stats) {
@@ -262,6 +298,11 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
   }
   const auto* mats = static_cast<const MuonMatrix*>(dev_mats);
   const auto* hdr = static_cast<const MuonHeader*>(dev_header);
+  // The products are chosen at the shape's first call, always an eager step
+  // (a whole-step graph is captured only after an eager warm-up step); the
+  // choice may time the candidates, which waits for the device, so it stays
+  // out of every later step.
+  if (!w.gram_chosen && st.mode == CudaStepState::Mode::eager) ns_tuner().choose(st, w);
   // Inside a whole-step capture the shape is simply part of that graph.
   if (!hyper.cuda_graphs || w.fallback || st.mode != CudaStepState::Mode::eager) {
     enqueue(st, w, buf, hyper, stats, mats, hdr);
@@ -270,11 +311,12 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
   // A graph bakes in pointers and launch settings: they form its key.
   int32_t eps_bits = 0;
   std::memcpy(&eps_bits, &hyper.ns_eps, sizeof eps_bits);
-  const std::vector<const void*> key = {buf.param, buf.grad, buf.momentum, stats, dev_mats, dev_header, st.stream,
-                                        reinterpret_cast<const void*>(intptr_t(hyper.nesterov)),
-                                        reinterpret_cast<const void*>(intptr_t(hyper.ns_steps)),
-                                        reinterpret_cast<const void*>(intptr_t(hyper.ns_schedule)),
-                                        reinterpret_cast<const void*>(intptr_t(eps_bits))};
+  // A fixed-size array: the replay path allocates nothing.
+  const ShapeWork::GraphKey key = {buf.param, buf.grad, buf.momentum, stats, dev_mats, dev_header, st.stream,
+                                   reinterpret_cast<const void*>(intptr_t(hyper.nesterov)),
+                                   reinterpret_cast<const void*>(intptr_t(hyper.ns_steps)),
+                                   reinterpret_cast<const void*>(intptr_t(hyper.ns_schedule)),
+                                   reinterpret_cast<const void*>(intptr_t(eps_bits))};
   if (w.exec && w.graph_key == key) {
     cuda_check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(w.exec), st.stream), "cudaGraphLaunch (Newton-Schulz shape)");
     return;

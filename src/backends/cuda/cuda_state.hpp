@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,14 @@ struct AdamChunk {
   int64_t count;
 };
 
+// Symmetric products of one shape (cuda_ns_symmetric.cu): pointer arrays and
+// plans, freed through the deleter so that this header needs no definition.
+struct SymShape;
+struct SymShapeDeleter {
+  void operator()(SymShape* s) const noexcept;
+};
+using SymShapePtr = std::unique_ptr<SymShape, SymShapeDeleter>;
+
 // Workspace and graph of one Muon shape batch.
 struct ShapeWork {
   Dtype dtype = Dtype::fp32;
@@ -46,8 +55,15 @@ struct ShapeWork {
   bool warm = false;
   bool fallback = false;     // capture failed once: this shape stays eager
   std::string note;          // why it fell back
-  std::vector<const void*> graph_key;  // pointers and settings the graph captured
+  using GraphKey = std::array<const void*, 11>;
+  GraphKey graph_key{};      // pointers and settings the graph captured
   void* exec = nullptr;      // cudaGraphExec_t
+  // Products X X^T and A A: plain GEMMs (sym_blocks 0) or symmetric over
+  // sym_blocks row blocks, chosen once per shape (cuda_ns_tune.cu).
+  bool gram_chosen = false;
+  int sym_blocks = 0;
+  SymShapePtr sym;
+  std::string gram_note;     // the choice and where it came from, for kernel_choices()
   void release() noexcept;
 };
 

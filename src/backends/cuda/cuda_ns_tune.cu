@@ -1,0 +1,366 @@
+// The choice of Newton-Schulz products per shape (cuda_ns_tune.hpp): plain
+// GEMMs or symmetric products over 2, 4 or 8 row blocks, timed on the GPU at a
+// shape's first use, cross-checked against the plain result, kept per backend
+// and in a versioned cache file.
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_block_sum.cuh"
+#include "backends/cuda/cuda_ns_symmetric.hpp"
+#include "backends/cuda/cuda_ns_tune.hpp"
+#include "backends/cuda/cuda_state.hpp"
+
+namespace dmuon {
+
+namespace {
+
+constexpr int kCheckBlocks = 64;  // per matrix: fixed, so the check sums in a fixed order
+constexpr int kRounds = 3;        // timed rounds over the candidates (best of)
+constexpr float kTargetMs = 5.f;  // device time per candidate and round
+
+// A fixed pseudo-random input: uniform in [-s, s) with s = 0.9 sqrt(3/(k n)),
+// so each matrix's Frobenius norm is about 0.9 and its spectrum inside the
+// iteration's interval (what the normalisation of a real step guarantees).
+__global__ void tune_fill_kernel(uint16_t* X, int64_t total, float scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ static_cast<uint32_t>(i >> 32) * 2246822519u ^ 0x9e3779b9u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    h *= 3266489917u;
+    h ^= h >> 16;
+    X[i] = float_to_bf16(scale * (static_cast<float>(h & 0xffffff) / 8388608.0f - 1.0f));
+  }
+}
+
+// Per matrix (blockIdx.y): partial sums of (a - b)^2 and b^2.
+__global__ void tune_diff_kernel(const uint16_t* a, const uint16_t* b, int64_t numel, double* partials) {
+  const uint16_t* x = a + blockIdx.y * numel;
+  const uint16_t* y = b + blockIdx.y * numel;
+  double d2 = 0, r2 = 0;
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads) {
+    const double u = bf16_to_float(x[i]), v = bf16_to_float(y[i]);
+    d2 += (u - v) * (u - v);
+    r2 += v * v;
+  }
+  const double sd = block_sum(d2);
+  __syncthreads();  // block_sum's shared array is reused by the next sum
+  const double sr = block_sum(r2);
+  if (threadIdx.x == 0) {
+    partials[2 * (blockIdx.y * gridDim.x + blockIdx.x)] = sd;
+    partials[2 * (blockIdx.y * gridDim.x + blockIdx.x) + 1] = sr;
+  }
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::string product_name(int blocks) { return blocks ? "sym_blocks" + std::to_string(blocks) : "cublas_gemm"; }
+
+std::string ms_text(double ms) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f ms", ms);
+  return b;
+}
+
+// Device resources of one timing, released whatever happens.
+struct TuneScratch {
+  cudaStream_t stream = nullptr;
+  uint16_t* ref = nullptr;
+  double* partials = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  std::vector<cudaGraphExec_t> execs;
+  ~TuneScratch() {
+    if (stream) cudaStreamSynchronize(stream);  // nothing may still use what goes
+    for (cudaGraphExec_t e : execs)
+      if (e) cudaGraphExecDestroy(e);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(ref);
+    cudaFree(partials);
+  }
+};
+
+}  // namespace
+
+NsTuneConfig NsTuneConfig::from_environment() {
+  NsTuneConfig c;
+  const std::string s = env("DMUON_NS_SYMMETRIC");
+  if (s.empty() || s == "auto")
+    c.symmetric = -1;
+  else if (s == "0" || s == "off")
+    c.symmetric = 0;
+  else if (s == "2" || s == "4" || s == "8")
+    c.symmetric = std::atoi(s.c_str());
+  else
+    c.problem = "DMUON_NS_SYMMETRIC=" + s + " not understood (auto, off, 2, 4 or 8): auto";
+  const std::string cache = env("DMUON_NS_CACHE");
+  c.cache = !(cache == "0" || cache == "off");
+  c.cache_dir = ns_cache_dir_from_environment();
+  return c;
+}
+
+NsTuner::NsTuner(int device) : config(NsTuneConfig::from_environment()) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return;  // no file name: the cache stays off
+  }
+  file_name_ = ns_cache_file_name(prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+                                  static_cast<long>(cublasLtGetVersion()));
+}
+
+void NsTunerDeleter::operator()(NsTuner* t) const noexcept { delete t; }
+
+NsTuner& CudaBackend::ns_tuner() {
+  if (!ns_tuner_) ns_tuner_.reset(new NsTuner(device_));
+  return *ns_tuner_;
+}
+
+std::string NsTuner::cache_path() const {
+  if (!config.cache || config.cache_dir.empty() || file_name_.empty()) return "";
+  return config.cache_dir + "/" + file_name_;
+}
+
+const NsTuner::Choice* NsTuner::choice(int64_t rows, int64_t cols, int count) const {
+  auto it = choices_.find(NsCacheKey{rows, cols, count});
+  return it == choices_.end() ? nullptr : &it->second;
+}
+
+void NsTuner::load_cache() {
+  if (cache_loaded_) return;
+  cache_loaded_ = true;
+  const std::string path = cache_path();
+  if (!path.empty() && !ns_cache_read(path, cached_)) cached_.clear();  // missing or damaged: as if empty
+}
+
+std::string NsTuner::store_cache(const NsCacheKey& key, const NsCacheEntry& e) {
+  const std::string path = cache_path();
+  if (path.empty()) return "";
+  cached_[key] = e;
+  // Keep what other processes wrote meanwhile (ranks of a node share the file).
+  NsCacheEntries merged;
+  if (!ns_cache_read(path, merged)) merged.clear();
+  for (const auto& kv : cached_) merged[kv.first] = kv.second;
+  std::string why;
+  if (!ns_cache_write(path, merged, why)) return "; cache not written: " + why;
+  return "";
+}
+
+void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
+  const long k = static_cast<long>(std::min(w.rows, w.cols));
+  const NsCacheKey key{w.rows, w.cols, w.count};
+  Choice c;
+  auto fits_any = [&] {
+    for (int p : kSymBlockCounts)
+      if (sym_blocks_possible(k, p)) return true;
+    return false;
+  };
+  const std::string problem = config.problem.empty() ? "" : "; " + config.problem;
+  if (config.symmetric == 0) {
+    c.note = "cublas_gemm (symmetric products off: DMUON_NS_SYMMETRIC=0)";
+  } else if (config.symmetric > 0) {
+    const int p = config.symmetric;
+    if (sym_blocks_possible(k, p)) {
+      c.blocks = p;
+      c.note = product_name(p) + " (forced: DMUON_NS_SYMMETRIC=" + std::to_string(p) + ")";
+    } else {
+      c.note = "cublas_gemm (forced " + product_name(p) + " does not fit " + std::to_string(k) + " rows)";
+    }
+  } else if (k < kNsTuneMinRows) {
+    c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)" + problem;
+  } else if (!fits_any()) {
+    c.note = "cublas_gemm (no 2, 4 or 8 equal row blocks of a multiple of 8 rows in " + std::to_string(k) + ")" + problem;
+  } else if (const Choice* known = choice(w.rows, w.cols, w.count)) {
+    c = *known;
+  } else {
+    load_cache();
+    auto hit = cached_.find(key);
+    if (hit != cached_.end() && (hit->second.blocks == 0 || sym_blocks_possible(k, hit->second.blocks))) {
+      ++cache_hits;
+      c.blocks = hit->second.blocks;
+      c.best_sym_blocks = hit->second.best_symmetric_blocks;
+      c.plain_ms = hit->second.plain_ms;
+      c.sym_ms = hit->second.symmetric_ms;
+      c.note = product_name(c.blocks) + " (cache: plain " + ms_text(c.plain_ms) + ", best symmetric " +
+               ms_text(c.sym_ms) + ")" + problem;
+    } else {
+      bool cacheable = false;
+      try {
+        c = time_shape(st, w, cacheable);
+      } catch (const Error& e) {  // a failed timing costs the symmetric products, not the step
+        cudaGetLastError();
+        c = Choice{};
+        c.note = std::string("cublas_gemm (not timed: ") + e.what() + ")";
+        cacheable = false;
+      }
+      ++shapes_timed;
+      if (cacheable) c.note += store_cache(key, NsCacheEntry{c.blocks, c.best_sym_blocks, c.plain_ms, c.sym_ms});
+      c.note += problem;
+    }
+  }
+  w.sym.reset();
+  w.sym_blocks = 0;
+  if (c.blocks) {
+    try {
+      w.sym = make_sym_shape(st, w, c.blocks);
+      w.sym_blocks = c.blocks;
+    } catch (const Error& e) {
+      cudaGetLastError();
+      c.note = "cublas_gemm (" + product_name(c.blocks) + " could not be set up: " + e.what() + ")";
+      c.blocks = 0;
+    }
+  }
+  choices_[key] = c;
+  w.gram_note = c.note;
+  w.gram_chosen = true;
+}
+
+NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cacheable) {
+  cacheable = false;
+  const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
+  const int64_t numel = int64_t(k) * n, total = numel * w.count;
+  const std::vector<NsCoefficients> coeffs = ns_coefficients(DMUON_NS_QUINTIC, 5);
+  const float scale = 0.9f * static_cast<float>(std::sqrt(3.0 / (double(k) * double(n))));
+  const unsigned fill_blocks = static_cast<unsigned>(std::min<int64_t>(4096, (total + kThreads - 1) / kThreads));
+  auto fill = [&] {
+    tune_fill_kernel<<<fill_blocks, kThreads, 0, st.stream>>>(w.X, total, scale);
+    launch_check("tune_fill_kernel");
+  };
+  Choice c;
+  std::vector<int> cand = {0};
+  for (int p : kSymBlockCounts)
+    if (sym_blocks_possible(k, p)) cand.push_back(p);
+  const std::size_t nc = cand.size();
+  std::vector<SymShapePtr> syms(nc);
+  std::vector<std::string> rejected(nc);
+  std::vector<double> check(nc, 0.0), best(nc, 1e300);
+
+  TuneScratch t;
+  t.stream = st.stream;
+  if (cudaMalloc(&t.ref, sizeof(uint16_t) * total) != cudaSuccess ||
+      cudaMalloc(&t.partials, sizeof(double) * 2 * kCheckBlocks * w.count) != cudaSuccess) {
+    cudaGetLastError();
+    c.note = "cublas_gemm (not timed: no device memory for the cross-check)";
+    return c;
+  }
+  cuda_check(cudaEventCreate(&t.e0), "cudaEventCreate (tuning)");
+  cuda_check(cudaEventCreate(&t.e1), "cudaEventCreate (tuning)");
+
+  // Cross-check: every symmetric candidate against the plain result of the same input.
+  fill();
+  const uint16_t* out = ns_iterate(st, w, nullptr, coeffs);
+  cuda_check(cudaMemcpyAsync(t.ref, out, sizeof(uint16_t) * total, cudaMemcpyDeviceToDevice, st.stream),
+             "cudaMemcpyAsync (tuning reference)");
+  std::vector<double> host(2 * kCheckBlocks * w.count);
+  for (std::size_t i = 1; i < nc; ++i) {
+    try {
+      syms[i] = make_sym_shape(st, w, cand[i]);
+      fill();
+      out = ns_iterate(st, w, syms[i].get(), coeffs);
+      tune_diff_kernel<<<dim3(kCheckBlocks, w.count), kThreads, 0, st.stream>>>(out, t.ref, numel, t.partials);
+      launch_check("tune_diff_kernel");
+      cuda_check(cudaMemcpyAsync(host.data(), t.partials, sizeof(double) * host.size(), cudaMemcpyDeviceToHost, st.stream),
+                 "cudaMemcpyAsync (tuning check)");
+      cuda_check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize (tuning check)");
+      double worst = 0;
+      for (int b = 0; b < w.count; ++b) {
+        double d2 = 0, r2 = 0;
+        for (int j = 0; j < kCheckBlocks; ++j) {
+          d2 += host[2 * (b * kCheckBlocks + j)];
+          r2 += host[2 * (b * kCheckBlocks + j) + 1];
+        }
+        const double rel = r2 > 0 ? std::sqrt(d2 / r2) : (d2 > 0 ? 1e300 : 0.0);
+        worst = std::isfinite(rel) ? std::max(worst, rel) : 1e300;
+      }
+      check[i] = worst;
+      if (!(worst <= kNsTuneCheckTolerance)) {
+        char b[64];
+        std::snprintf(b, sizeof b, "%.3g", worst);
+        rejected[i] = std::string("differs from plain by ") + b;
+      }
+    } catch (const Error& e) {
+      cudaGetLastError();
+      rejected[i] = e.what();
+    }
+  }
+
+  // Timing: each candidate (input fill and the iterations) captured once and
+  // replayed, as steps run it; GPU time between events, best of kRounds.
+  t.execs.assign(nc, nullptr);
+  for (std::size_t i = 0; i < nc; ++i) {
+    if (!rejected[i].empty()) continue;
+    cuda_check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture (tuning)");
+    std::string why;
+    try {
+      fill();
+      ns_iterate(st, w, syms[i].get(), coeffs);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    cudaGraph_t g = nullptr;
+    cudaError_t rc = cudaStreamEndCapture(st.stream, &g);
+    if (rc == cudaSuccess && why.empty()) rc = cudaGraphInstantiate(&t.execs[i], g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (rc != cudaSuccess || !why.empty()) {
+      cudaGetLastError();
+      rejected[i] = why.empty() ? std::string("capture: ") + cudaGetErrorString(rc) : why;
+      t.execs[i] = nullptr;
+    }
+  }
+  if (!t.execs[0]) {
+    c.note = "cublas_gemm (not timed: " + rejected[0] + ")";
+    return c;
+  }
+  for (std::size_t i = 0; i < nc; ++i)  // first launches upload the graphs
+    if (t.execs[i]) cuda_check(cudaGraphLaunch(t.execs[i], st.stream), "cudaGraphLaunch (tuning)");
+  auto timed = [&](cudaGraphExec_t e, int reps) {
+    cuda_check(cudaEventRecord(t.e0, st.stream), "cudaEventRecord (tuning)");
+    for (int r = 0; r < reps; ++r) cuda_check(cudaGraphLaunch(e, st.stream), "cudaGraphLaunch (tuning)");
+    cuda_check(cudaEventRecord(t.e1, st.stream), "cudaEventRecord (tuning)");
+    cuda_check(cudaEventSynchronize(t.e1), "cudaEventSynchronize (tuning)");
+    float ms = 0;
+    cuda_check(cudaEventElapsedTime(&ms, t.e0, t.e1), "cudaEventElapsedTime (tuning)");
+    return double(ms) / reps;
+  };
+  const double once = timed(t.execs[0], 1);
+  const int reps = std::max(1, std::min(50, static_cast<int>(kTargetMs / std::max(once, 1e-3))));
+  for (int round = 0; round < kRounds; ++round)
+    for (std::size_t i = 0; i < nc; ++i)
+      if (t.execs[i]) best[i] = std::min(best[i], timed(t.execs[i], reps));
+
+  c.plain_ms = best[0];
+  for (std::size_t i = 1; i < nc; ++i)
+    if (t.execs[i] && (c.best_sym_blocks == 0 || best[i] < c.sym_ms)) {
+      c.best_sym_blocks = cand[i];
+      c.sym_ms = best[i];
+    }
+  if (c.best_sym_blocks && c.sym_ms <= c.plain_ms * (1.0 - kNsTuneMinGain)) c.blocks = c.best_sym_blocks;
+  if (!c.best_sym_blocks) c.sym_ms = 0;
+  std::string detail = "timed: plain " + ms_text(c.plain_ms);
+  for (std::size_t i = 1; i < nc; ++i) {
+    detail += ", " + product_name(cand[i]) + " ";
+    if (!rejected[i].empty()) {
+      detail += "rejected (" + rejected[i] + ")";
+      continue;
+    }
+    char b[64];
+    std::snprintf(b, sizeof b, " (check %.2g)", check[i]);
+    detail += ms_text(best[i]) + b;
+  }
+  c.note = product_name(c.blocks) + " (" + detail + ")";
+  cacheable = true;
+  return c;
+}
+
+}  // namespace dmuon

@@ -1,0 +1,85 @@
+// Which products a Newton-Schulz shape uses on the CUDA backend: the plain
+// GEMMs, or the symmetric products over p row blocks (cuda_ns_symmetric.hpp),
+// chosen at the shape's first use by timing each candidate on the GPU with a
+// numerical cross-check, and remembered per backend and on disk
+// (ns_tuning_cache.hpp). Settings come from the environment:
+//   DMUON_NS_SYMMETRIC  auto (default): timed; 0 or off: plain always;
+//                       2, 4 or 8: that block count wherever it fits (no timing)
+//   DMUON_NS_CACHE      0 or off: neither read nor write the cache file
+//   DMUON_CACHE_DIR     the cache directory (else $XDG_CACHE_HOME/dmuon, else ~/.cache/dmuon)
+// This header needs no CUDA headers, so tests and benchmarks include it freely.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/ns_tuning_cache.hpp"
+#include "core/newton_schulz.hpp"
+
+namespace dmuon {
+
+struct CudaStepState;
+struct ShapeWork;
+struct SymShape;
+
+// Shapes with fewer rows (min(rows, cols)) are not timed: plain products.
+constexpr long kNsTuneMinRows = 256;
+// A symmetric candidate must be this much faster than plain to be chosen, so
+// that timing noise does not flip a tie.
+constexpr double kNsTuneMinGain = 0.03;
+// Largest relative Frobenius difference from the plain result (per matrix,
+// after the full iteration) a symmetric candidate may show.
+constexpr double kNsTuneCheckTolerance = 0.03;
+
+struct NsTuneConfig {
+  int symmetric = -1;  // -1: timed (auto), 0: off, 2/4/8: forced block count
+  bool cache = true;
+  std::string cache_dir;
+  std::string problem;  // a setting that was not understood (then the default applies)
+  static NsTuneConfig from_environment();
+};
+
+class NsTuner {
+ public:
+  explicit NsTuner(int device);
+  NsTuneConfig config;  // read from the environment at construction; tests may change it before the first step
+
+  // What a shape uses, with the timings behind a timed choice (ms for
+  // Newton-Schulz of the whole batch; 0 where not timed).
+  struct Choice {
+    int blocks = 0;           // 0: plain products
+    int best_sym_blocks = 0;  // fastest symmetric candidate that passed the check (0: none)
+    double plain_ms = 0, sym_ms = 0;
+    std::string note;         // for kernel_choices()
+  };
+
+  // Sets w.sym_blocks, w.sym, w.gram_note and w.gram_chosen. When the shape
+  // must be timed this synchronises the stream: it runs at the shape's first
+  // (eager) call, never in a capture or a replayed step.
+  void choose(CudaStepState& st, ShapeWork& w);
+
+  // The choice made for a shape in this backend, or null.
+  const Choice* choice(int64_t rows, int64_t cols, int count) const;
+  std::string cache_path() const;  // empty when the cache is off or has no directory
+
+  int shapes_timed = 0;   // shapes timed by this backend
+  int cache_hits = 0;     // shapes whose choice came from the cache file
+
+ private:
+  Choice time_shape(CudaStepState& st, ShapeWork& w, bool& cacheable);
+  void load_cache();
+  std::string store_cache(const NsCacheKey& key, const NsCacheEntry& e);
+
+  std::string file_name_;
+  std::map<NsCacheKey, Choice> choices_;
+  NsCacheEntries cached_;
+  bool cache_loaded_ = false;
+};
+
+// The Newton-Schulz iterations of one shape's batch on its workspaces (X holds
+// the normalised input), products symmetric when `sym` is given; returns the
+// buffer holding the result (X or Xn). Enqueued on st.stream.
+uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs);
+
+}  // namespace dmuon

@@ -1,0 +1,357 @@
+// Symmetric products of Newton-Schulz on the "cuda" backend
+// (cuda_ns_symmetric.cu, cuda_ns_tune.cu): forced to 2, 4 and 8 row blocks
+// the update equals the plain products' within bf16 tolerance (square, wide,
+// tall and batched shapes; a shape the blocks do not fit keeps the plain
+// products, bit for bit); per-shape and whole-step graph replay equal eager
+// bit for bit; the timed choice is written to the cache file, read back by a
+// second backend without timing again, and a damaged or disabled cache
+// changes nothing but the timing; once a shape is chosen, steps only enqueue.
+#include <sys/stat.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_ns_tune.hpp"
+#include "core/context.hpp"
+#include "core/optimizer.hpp"
+#include "gpu/gpu_model.hpp"
+
+namespace {
+
+using gputest::Model;
+using gputest::Spec;
+
+const std::vector<Spec> kShapes = {
+    {"square", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {256, 256}},
+    {"wide_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {128, 384}},
+    {"tall", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {384, 128}},  // X is the buffer read column-major
+    {"b1", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 192}},    // three of one shape: one batch
+    {"b2", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 192}},
+    {"b3", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 192}},
+    {"odd", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {100, 300}},   // 100 rows: no equal blocks of 8k rows
+    {"bias", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {50}},
+};
+const std::size_t kOdd = 6;
+
+dmuon_options_t options() {
+  dmuon_options_t o = DMUON_OPTIONS_INIT;
+  o.muon_lr = 0.1;  // steps well above bf16 storage resolution of the parameters
+  o.muon_weight_decay = 0.05;
+  return o;
+}
+
+dmuon::CudaBackend& cuda_of(Model& m) {
+  auto* b = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(m.ctx)->backend.get());
+  EXPECT_NE(b, nullptr);
+  return *b;
+}
+const dmuon::StepStats* key_of(Model& m) { return m.opt->impl.stats(); }
+
+// Products of a model's backend: -1 timed, 0 plain, p forced; no cache unless a directory is given.
+void configure(Model& m, int symmetric, const std::string& cache_dir = "") {
+  dmuon::NsTuneConfig& c = cuda_of(m).ns_tuner().config;
+  c.symmetric = symmetric;
+  c.cache = !cache_dir.empty();
+  c.cache_dir = cache_dir;
+}
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/dmuon_ns_sym_XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  EXPECT_NE(d, nullptr);
+  return d ? d : "";
+}
+void remove_tree(const std::string& dir) { EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0) << dir; }
+bool exists(const std::string& path) {
+  struct stat sb {};
+  return ::stat(path.c_str(), &sb) == 0;
+}
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The update of one step: the forced-symmetric model against the plain one,
+// each from its own previous parameters (they drift apart by rounding).
+void check_symmetric_matches_plain(int p) {
+  const dmuon_options_t o = options();
+  Model plain("cuda", kShapes, o), sym("cuda", kShapes, o);
+  configure(plain, 0);
+  configure(sym, p);
+  plain.init();
+  sym.init();
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::vector<double>> bp, bs;
+    for (std::size_t k = 0; k < kShapes.size(); ++k) {
+      bp.push_back(plain.get(int(k)));
+      bs.push_back(sym.get(int(k)));
+    }
+    plain.grads(step);
+    sym.grads(step);
+    ASSERT_EQ(dmuon_step(plain.opt), DMUON_SUCCESS) << dmuon_context_last_error(plain.ctx);
+    ASSERT_EQ(dmuon_step(sym.opt), DMUON_SUCCESS) << dmuon_context_last_error(sym.ctx);
+    for (std::size_t k = 0; k < kShapes.size(); ++k) {
+      const Spec& s = kShapes[k];
+      if (s.kind != DMUON_KIND_MUON) continue;
+      if (k == kOdd) {  // the blocks do not fit: the plain products, bit for bit
+        ASSERT_EQ(sym.raw(int(k)), plain.raw(int(k))) << s.name << " step " << step;
+        continue;
+      }
+      const auto ap = plain.get(int(k)), as = sym.get(int(k));
+      double num = 0, den = 0, quant = 0;
+      for (std::size_t i = 0; i < ap.size(); ++i) {
+        const double up = ap[i] - bp[k][i], us = as[i] - bs[k][i];
+        num += (us - up) * (us - up);
+        den += up * up;
+        quant += s.dtype == DMUON_DTYPE_BF16 ? (ap[i] / 256) * (ap[i] / 256) : 0.0;  // half an ulp of storage
+      }
+      ASSERT_GT(den, 0.0) << s.name;
+      // bf16 Newton-Schulz: both variants round A and B to bf16; they differ
+      // in the fp32 summation order of the blocks, far below the 4% the
+      // float64-reference tests allow.
+      EXPECT_LT(std::sqrt(num), std::sqrt(0.02 * 0.02 * den + quant))
+          << s.name << " step " << step << " p=" << p << ": relative difference " << std::sqrt(num / den);
+    }
+  }
+  const std::string choices = cuda_of(sym).kernel_choices();
+  EXPECT_NE(choices.find("gram=sym_blocks" + std::to_string(p) + " (forced"), std::string::npos) << choices;
+  EXPECT_NE(choices.find("does not fit 100 rows"), std::string::npos) << choices;
+  EXPECT_EQ(cuda_of(sym).diagnostics(key_of(sym)).ns_shapes_timed, 0);
+}
+
+TEST(CudaNsSymmetric, TwoBlocksMatchPlain) { check_symmetric_matches_plain(2); }
+TEST(CudaNsSymmetric, FourBlocksMatchPlain) { check_symmetric_matches_plain(4); }
+TEST(CudaNsSymmetric, EightBlocksMatchPlain) { check_symmetric_matches_plain(8); }
+
+// Forced symmetric products: per-shape graphs and the whole-step graph replay
+// exactly what eager execution computes, across a learning-rate change.
+TEST(CudaNsSymmetric, ReplayIsBitwiseEager) {
+  dmuon_options_t eo = options(), go = options(), so = options();
+  eo.cuda_graphs = 0;
+  so.cuda_step_graph = 1;
+  Model eager("cuda", kShapes, eo), graph("cuda", kShapes, go), whole("cuda", kShapes, so);
+  for (Model* m : {&eager, &graph, &whole}) {
+    configure(*m, 4);
+    m->init();
+  }
+  for (int step = 0; step < 5; ++step) {
+    if (step == 3)
+      for (Model* m : {&eager, &graph, &whole}) ASSERT_EQ(dmuon_set_lr(m->opt, DMUON_KIND_MUON, 0.03), DMUON_SUCCESS);
+    for (Model* m : {&eager, &graph, &whole}) {
+      m->grads(step);
+      ASSERT_EQ(dmuon_step(m->opt), DMUON_SUCCESS) << dmuon_context_last_error(m->ctx);
+    }
+    for (std::size_t k = 0; k < kShapes.size(); ++k) {
+      ASSERT_EQ(graph.raw(int(k)), eager.raw(int(k))) << kShapes[k].name << " step " << step;
+      ASSERT_EQ(whole.raw(int(k)), eager.raw(int(k))) << kShapes[k].name << " step " << step;
+    }
+  }
+  const auto d = cuda_of(graph).diagnostics(key_of(graph));
+  EXPECT_EQ(d.shape_graphs, 5);  // one per (dtype, shape) batch
+  EXPECT_EQ(d.shape_fallbacks, 0);
+  EXPECT_GT(cuda_of(whole).diagnostics(key_of(whole)).step_replays, 0);
+  EXPECT_NE(cuda_of(graph).kernel_choices().find("gram=sym_blocks4"), std::string::npos) << cuda_of(graph).kernel_choices();
+}
+
+// Shapes of at least kNsTuneMinRows rows are timed; the rest is not.
+const std::vector<Spec> kTimed = {
+    {"wide", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {256, 512}},
+    {"tall", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {512, 256}},
+    {"pair_a", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {256, 256}},
+    {"pair_b", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {256, 256}},
+    {"small", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {64, 96}},
+};
+const std::vector<std::array<int64_t, 3>> kTimedKeys = {{256, 512, 1}, {512, 256, 1}, {256, 256, 2}};
+
+std::vector<int> blocks_of(Model& m) {
+  std::vector<int> out;
+  for (const auto& k : kTimedKeys) {
+    const dmuon::NsTuner::Choice* c = cuda_of(m).ns_tuner().choice(k[0], k[1], int(k[2]));
+    EXPECT_NE(c, nullptr) << k[0] << "x" << k[1] << " x" << k[2];
+    out.push_back(c ? c->blocks : -1);
+  }
+  return out;
+}
+
+TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
+  const std::string dir = temp_dir();
+  const dmuon_options_t o = options();
+  std::string path;
+  std::vector<int> first;
+  std::vector<char> first_raw;
+  {  // First backend: times the three large shapes, writes the file.
+    Model a("cuda", kTimed, o);
+    configure(a, -1, dir);
+    path = cuda_of(a).ns_tuner().cache_path();
+    ASSERT_FALSE(path.empty());
+    EXPECT_EQ(path.rfind(dir + "/ns-tuning-v1-", 0), 0u) << path;
+    a.init();
+    a.grads(0);
+    ASSERT_EQ(dmuon_step(a.opt), DMUON_SUCCESS) << dmuon_context_last_error(a.ctx);
+    auto d = cuda_of(a).diagnostics(key_of(a));
+    EXPECT_EQ(d.ns_shapes_timed, 3);
+    EXPECT_EQ(d.ns_cache_hits, 0);
+    ASSERT_TRUE(exists(path)) << path;
+    dmuon::NsCacheEntries e;
+    ASSERT_TRUE(dmuon::ns_cache_read(path, e)) << slurp(path);
+    EXPECT_EQ(e.size(), 3u) << slurp(path);
+    first = blocks_of(a);
+    for (const auto& k : kTimedKeys) {
+      auto it = e.find(dmuon::NsCacheKey{k[0], k[1], int(k[2])});
+      ASSERT_NE(it, e.end()) << slurp(path);
+      EXPECT_GT(it->second.plain_ms, 0.0);
+    }
+    const std::string choices = cuda_of(a).kernel_choices();
+    EXPECT_NE(choices.find("timed: plain"), std::string::npos) << choices;
+    EXPECT_NE(choices.find("under 256 rows"), std::string::npos) << choices;
+    // A second step times nothing more.
+    a.grads(1);
+    ASSERT_EQ(dmuon_step(a.opt), DMUON_SUCCESS);
+    EXPECT_EQ(cuda_of(a).diagnostics(key_of(a)).ns_shapes_timed, 3);
+    first_raw = a.raw(0);
+  }
+  {  // Second backend: every choice from the file, the same ones, the same bits.
+    Model b("cuda", kTimed, o);
+    configure(b, -1, dir);
+    b.init();
+    for (int step = 0; step < 2; ++step) {
+      b.grads(step);
+      ASSERT_EQ(dmuon_step(b.opt), DMUON_SUCCESS) << dmuon_context_last_error(b.ctx);
+    }
+    const auto d = cuda_of(b).diagnostics(key_of(b));
+    EXPECT_EQ(d.ns_shapes_timed, 0);
+    EXPECT_EQ(d.ns_cache_hits, 3);
+    EXPECT_EQ(blocks_of(b), first);
+    EXPECT_EQ(b.raw(0), first_raw);
+    EXPECT_NE(cuda_of(b).kernel_choices().find("(cache: plain"), std::string::npos) << cuda_of(b).kernel_choices();
+  }
+  {  // A damaged file is ignored (timed again) and replaced by a good one.
+    std::ofstream(path, std::ios::trunc) << "dmuon-ns-tuning v1\n256 512 1 4 garbage\n";
+    Model c("cuda", kTimed, o);
+    configure(c, -1, dir);
+    c.init();
+    c.grads(0);
+    ASSERT_EQ(dmuon_step(c.opt), DMUON_SUCCESS) << dmuon_context_last_error(c.ctx);
+    const auto d = cuda_of(c).diagnostics(key_of(c));
+    EXPECT_EQ(d.ns_shapes_timed, 3);
+    EXPECT_EQ(d.ns_cache_hits, 0);
+    dmuon::NsCacheEntries e;
+    EXPECT_TRUE(dmuon::ns_cache_read(path, e)) << slurp(path);
+    EXPECT_EQ(e.size(), 3u);
+  }
+  {  // Binary junk of the same name: the same.
+    std::ofstream(path, std::ios::trunc | std::ios::binary) << std::string("\x7f" "ELF\0\0\x01\xff", 8);
+    Model c("cuda", kTimed, o);
+    configure(c, -1, dir);
+    c.init();
+    c.grads(0);
+    ASSERT_EQ(dmuon_step(c.opt), DMUON_SUCCESS) << dmuon_context_last_error(c.ctx);
+    EXPECT_EQ(cuda_of(c).diagnostics(key_of(c)).ns_shapes_timed, 3);
+  }
+  remove_tree(dir);
+}
+
+TEST(CudaNsSymmetric, DisabledOrUnwritableCacheOnlyCostsTiming) {
+  const std::string dir = temp_dir();
+  const dmuon_options_t o = options();
+  {  // Cache off: nothing written, nothing read.
+    Model m("cuda", kTimed, o);
+    configure(m, -1);
+    EXPECT_TRUE(cuda_of(m).ns_tuner().cache_path().empty());
+    m.init();
+    m.grads(0);
+    ASSERT_EQ(dmuon_step(m.opt), DMUON_SUCCESS) << dmuon_context_last_error(m.ctx);
+    EXPECT_EQ(cuda_of(m).diagnostics(key_of(m)).ns_shapes_timed, 3);
+  }
+  {  // The directory cannot be made: the step succeeds and says why.
+    const std::string blocker = dir + "/file";
+    std::ofstream(blocker) << "x";
+    Model m("cuda", kTimed, o);
+    configure(m, -1, blocker + "/sub");
+    m.init();
+    m.grads(0);
+    ASSERT_EQ(dmuon_step(m.opt), DMUON_SUCCESS) << dmuon_context_last_error(m.ctx);
+    EXPECT_NE(cuda_of(m).kernel_choices().find("cache not written"), std::string::npos) << cuda_of(m).kernel_choices();
+  }
+  {  // Symmetric products off: no timing, plain everywhere.
+    Model m("cuda", kTimed, o);
+    configure(m, 0, dir);
+    m.init();
+    m.grads(0);
+    ASSERT_EQ(dmuon_step(m.opt), DMUON_SUCCESS) << dmuon_context_last_error(m.ctx);
+    EXPECT_EQ(cuda_of(m).diagnostics(key_of(m)).ns_shapes_timed, 0);
+    for (int b : blocks_of(m)) EXPECT_EQ(b, 0);
+  }
+  // Only the blocker file: no cache file was written by any of them.
+  std::FILE* ls = popen(("ls -A '" + dir + "'").c_str(), "r");
+  ASSERT_NE(ls, nullptr);
+  char line[512];
+  int files = 0;
+  while (std::fgets(line, sizeof line, ls)) ++files;
+  pclose(ls);
+  EXPECT_EQ(files, 1);
+  remove_tree(dir);
+}
+
+// Spins until the host sets *flag, or gives up after `max_cycles`.
+__global__ void hold_stream(volatile int* flag, long long max_cycles) {
+  const long long start = clock64();
+  while (*flag == 0 && clock64() - start < max_cycles) {
+  }
+}
+
+// The choice (timed or forced) happens in the first step; later steps only
+// enqueue, with the stream held by a kernel that waits for the host.
+void never_waits_after_first_step(int symmetric, int step_graph) {
+  const std::string dir = temp_dir();
+  cudaStream_t user = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  dmuon_options_t o = options();
+  o.cuda_stream = user;
+  o.cuda_step_graph = step_graph;
+  {
+    Model m("cuda", kTimed, o);
+    configure(m, symmetric, dir);
+    m.init();
+    for (int step = 0; step < 2; ++step) {  // step 0 chooses; step 1 captures
+      m.grads(step);
+      ASSERT_EQ(dmuon_step(m.opt), DMUON_SUCCESS) << dmuon_context_last_error(m.ctx);
+    }
+    m.grads(2);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    int* flag = nullptr;
+    ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), cudaSuccess);
+    *flag = 0;
+    int* dflag = nullptr;
+    ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), cudaSuccess);
+    int clock_khz = 0;
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+    hold_stream<<<1, 1, 0, user>>>(dflag, 10LL * clock_khz * 1000);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(dmuon_step(m.opt), DMUON_SUCCESS) << dmuon_context_last_error(m.ctx);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const cudaError_t busy = cudaStreamQuery(user);
+    *reinterpret_cast<volatile int*>(flag) = 1;
+    ASSERT_EQ(cudaStreamSynchronize(user), cudaSuccess);
+    EXPECT_EQ(busy, cudaErrorNotReady) << "the stream finished before the host released it: a step waited";
+    EXPECT_LT(seconds, 2.0) << "three steps took " << seconds << " s behind a held stream";
+    cudaFreeHost(flag);
+  }
+  cudaStreamDestroy(user);
+  remove_tree(dir);
+}
+
+TEST(CudaNsSymmetric, TimedChoiceStaysInTheFirstStep) { never_waits_after_first_step(-1, 0); }
+TEST(CudaNsSymmetric, ForcedSymmetricStepsNeverWait) { never_waits_after_first_step(4, 0); }
+TEST(CudaNsSymmetric, ForcedSymmetricWholeStepGraphNeverWaits) { never_waits_after_first_step(4, 1); }
+
+}  // namespace
