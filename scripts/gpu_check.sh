@@ -14,6 +14,10 @@ bin=${1:-.carry/build}
 logs=${2:-${OUT:-/tmp/dmuon_gpu_check}}
 mkdir -p "$logs"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Newton-Schulz product choices (timed at each shape's first step) go to a
+# cache inside LOG_DIR: a fresh one per run, returned with the logs.
+export DMUON_CACHE_DIR=$logs/ns_cache
+rm -rf "$DMUON_CACHE_DIR"
 results=$logs/results.txt
 : > "$results"
 
@@ -60,7 +64,7 @@ echo "== benchmarks"
 bench() {  # name, command...
   local name=$1; shift
   timeout 240 "$@" > "$logs/$name.log" 2>&1 || echo "benchmark $name failed (rc $?): $(tail -3 "$logs/$name.log")"
-  grep '^RESULT' "$logs/$name.log" | tee -a "$results"
+  grep -E '^(RESULT|CHOICE)' "$logs/$name.log" | tee -a "$results"
 }
 bench bench_cuda_adam "$(find_bin bench_cuda_adam)"
 bench bench_torch_adam python3 "$here/bench/cuda/bench_torch_adam.py"

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -109,6 +110,13 @@ struct Run {
   // (so the device's pace does not enter): the cost of enqueuing a step.
   // At most the scalar ring's slots less one (7) calls fit before the host waits.
   double host_us_per_step(int calls);
+  // The same, per call, over `rounds` rounds of `calls` calls (each behind its
+  // own held stream): the median call, the mean, and the mean first call of a
+  // round (a round follows a long device-bound wait, as in a training loop).
+  struct HostCost {
+    double median_us = 0, mean_us = 0, first_us = 0;
+  };
+  HostCost host_cost(int calls, int rounds);
 };
 
 __global__ void hold_kernel(volatile int* flag, long long max_cycles) {
@@ -131,6 +139,34 @@ inline double Run::host_us_per_step(int calls) {
   cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   cudaFreeHost(flag);
   return us;
+}
+
+inline Run::HostCost Run::host_cost(int calls, int rounds) {
+  int* flag = nullptr;
+  cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
+  int* dflag = nullptr;
+  cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
+  std::vector<double> all;
+  HostCost c;
+  for (int r = 0; r < rounds; ++r) {
+    *reinterpret_cast<volatile int*>(flag) = 0;
+    hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
+    for (int i = 0; i < calls; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      check(dmuon_step(opt), "dmuon_step", ctx);
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      all.push_back(us);
+      c.mean_us += us;
+      if (i == 0) c.first_us += us / rounds;
+    }
+    *reinterpret_cast<volatile int*>(flag) = 1;
+    cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  cudaFreeHost(flag);
+  c.mean_us /= static_cast<double>(all.size());
+  std::sort(all.begin(), all.end());
+  c.median_us = all[all.size() / 2];
+  return c;
 }
 
 inline void result(const std::string& key, double value) { std::printf("RESULT %s %.6g\n", key.c_str(), value); }

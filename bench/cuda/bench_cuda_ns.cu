@@ -1,11 +1,71 @@
 // Newton-Schulz per shape: one Muon step of `count` same-shape bf16 matrices
 // (momentum, normalisation, 5 quintic iterations in bf16 through cuBLAS,
-// update), eager and replayed from its per-shape CUDA graph, and the host
-// cost of one replayed step. bench_torch_ns.py times PyTorch's bf16 iteration.
+// update), eager and replayed from its per-shape CUDA graph, with the products
+// the backend chose for the shape (timed at its first step, or read from the
+// cache in $DMUON_CACHE_DIR), and replayed with the plain products and with
+// the best symmetric ones forced; the host cost of one replayed step; and the
+// rate of a plain cuBLAS bf16 GEMM of the iteration's size beside the
+// iteration's GEMM-counted rate. bench_torch_ns.py times PyTorch's iteration.
+#include <cublas_v2.h>
+
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <iostream>
 
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_ns_tune.hpp"
 #include "bench_common.cuh"
+#include "core/context.hpp"
+
+namespace {
+
+const dmuon::NsTuner::Choice* choice_of(bench::Run& run, int64_t rows, int64_t cols, int count) {
+  auto* b = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
+  return b ? b->ns_tuner().choice(rows, cols, count) : nullptr;
+}
+
+// TFLOP/s of `count` strided-batched bf16 GEMMs (fp32 accumulation) of
+// k x k times k x n, the iteration's B X product, on the default heuristic.
+double gemm_tflops(int64_t k, int64_t n, int count) {
+  cublasHandle_t h = nullptr;
+  bench::cuda(cudaSetDevice(0), "cudaSetDevice");
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 0;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  bench::cuda(cudaMalloc(&a, 2 * k * k * count), "cudaMalloc");
+  bench::cuda(cudaMalloc(&b, 2 * k * n * count), "cudaMalloc");
+  bench::cuda(cudaMalloc(&c, 2 * k * n * count), "cudaMalloc");
+  bench::fill(a, k * k * count, DMUON_DTYPE_BF16, 1, 0.01f, nullptr);
+  bench::fill(b, k * n * count, DMUON_DTYPE_BF16, 2, 0.01f, nullptr);
+  const float one = 1.f, zero = 0.f;
+  auto gemm = [&] {
+    return cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(k), int(k), &one, b, CUDA_R_16BF, int(n),
+                                      k * n, a, CUDA_R_16BF, int(k), k * k, &zero, c, CUDA_R_16BF, int(n), k * n, count,
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  double tflops = 0;
+  if (gemm() == CUBLAS_STATUS_SUCCESS) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    const int reps = 20;
+    cudaEventRecord(e0);
+    for (int i = 0; i < reps; ++i) gemm();
+    cudaEventRecord(e1);
+    bench::cuda(cudaEventSynchronize(e1), "cudaEventSynchronize");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    tflops = 2.0 * double(k) * k * n * count * reps / (ms * 1e-3) / 1e12;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  cublasDestroy(h);
+  return tflops;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -28,15 +88,45 @@ int main(int argc, char** argv) {
     for (int i = 0; i < count; ++i)
       params.push_back({"m" + std::to_string(i), DMUON_KIND_MUON, DMUON_DTYPE_BF16, {s.first, s.second}});
     const std::string tag = "ns_" + std::to_string(s.first) + "x" + std::to_string(s.second) + "_n" + std::to_string(count);
-    for (int graphs : {0, 1}) {
+    const int it = s.first * s.second > (int64_t{1} << 24) ? iters / 4 + 1 : iters;
+    const int64_t k = std::min(s.first, s.second), n = std::max(s.first, s.second);
+    int best_sym = 0;
+    // The backend's own choice first: its first step times the shape (or reads the cache).
+    for (int graphs : {1, 0}) {
+      setenv("DMUON_NS_SYMMETRIC", "auto", 1);
       dmuon_options_t o = DMUON_OPTIONS_INIT;
       o.cuda_graphs = graphs;
       bench::Run run(params, o);
-      const int it = s.first * s.second > (int64_t{1} << 24) ? iters / 4 + 1 : iters;
-      bench::result(tag + (graphs ? "_graph_ms" : "_eager_ms"), run.ms_per_step(3, it) / count);
-      if (graphs) bench::result(tag + "_host_us", run.host_us_per_step(6));
+      const double ms = run.ms_per_step(3, it) / count;
+      bench::result(tag + (graphs ? "_graph_ms" : "_eager_ms"), ms);
+      if (!graphs) continue;
+      const bench::Run::HostCost hc = run.host_cost(6, 5);
+      bench::result(tag + "_host_us", hc.median_us);
+      bench::result(tag + "_host_mean_us", hc.mean_us);
+      bench::result(tag + "_host_first_us", hc.first_us);
+      // GEMM-counted flops of the iteration: 5 x (4 k^2 n + 2 k^3) per matrix.
+      bench::result(tag + "_ns_tflops", 5.0 * (4.0 * k * k * n + 2.0 * k * k * k) / (ms * 1e-3) / 1e12);
+      if (const dmuon::NsTuner::Choice* c = choice_of(run, s.first, s.second, count)) {
+        best_sym = c->best_sym_blocks;
+        bench::result(tag + "_choice_blocks", c->blocks);
+        bench::result(tag + "_best_sym_blocks", c->best_sym_blocks);
+        bench::result(tag + "_tuned_plain_ms", c->plain_ms / count);
+        if (c->sym_ms > 0) bench::result(tag + "_tuned_sym_ms", c->sym_ms / count);
+        std::printf("CHOICE %s %s\n", tag.c_str(), c->note.c_str());
+      }
     }
+    // Plain products forced, and the best symmetric candidate forced (graphs).
+    for (int forced : {0, best_sym}) {
+      const std::string value = std::to_string(forced);
+      setenv("DMUON_NS_SYMMETRIC", value.c_str(), 1);
+      dmuon_options_t o = DMUON_OPTIONS_INIT;
+      bench::Run run(params, o);
+      bench::result(tag + (forced ? "_sym_ms" : "_plain_ms"), run.ms_per_step(3, it) / count);
+      if (!best_sym) break;  // no symmetric candidate fits or passed the check
+    }
+    bench::result(tag + "_gemm_tflops", gemm_tflops(k, n, count));
   }
+  unsetenv("DMUON_NS_SYMMETRIC");
   MPI_Finalize();
   return 0;
 }
