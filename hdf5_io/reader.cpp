@@ -11,6 +11,7 @@
 #include "collective.hpp"
 #include "core/error.hpp"
 #include "crc32c.hpp"
+#include "direct_chunks.hpp"
 #include "file_seal.hpp"
 #include "format.hpp"
 #include "h5_util.hpp"
@@ -52,12 +53,13 @@ void check_index_structure(const std::vector<IndexRow>& rows, const Metadata& m,
             "index row of '" + r.name + "' is invalid");
     int64_t n = 1;
     for (int i = 0; i < r.ndim; ++i) {
-      require(r.shape[static_cast<std::size_t>(i)] > 0, kCorrupt, "index row of '" + r.name + "' has a bad shape");
-      n *= r.shape[static_cast<std::size_t>(i)];
+      // Overflow-checked: the extents come from the file (found by the structured fuzzer).
+      require(r.shape[static_cast<std::size_t>(i)] > 0 && !__builtin_mul_overflow(n, r.shape[static_cast<std::size_t>(i)], &n),
+              kCorrupt, "index row of '" + r.name + "' has a bad shape");
     }
     auto& total = (r.kind == 0 ? totals.muon_total : totals.adam_total)[static_cast<std::size_t>(r.dtype)];
-    require(n == r.numel && r.offset == total, kCorrupt, "index row of '" + r.name + "' is inconsistent");
-    total += r.numel;
+    require(n == r.numel && r.offset == total && !__builtin_add_overflow(total, r.numel, &total), kCorrupt,
+            "index row of '" + r.name + "' is inconsistent");
   }
 }
 
@@ -100,11 +102,47 @@ DatasetJob job_for(const std::string& path, hid_t type, std::size_t elem, int64_
   return j;
 }
 
-// Read this rank's pieces and verify the whole dataset's CRC collectively.
-void read_verified(MPI_Comm comm, hid_t file, const DatasetJob& job) {
+// The open file as the readers see it: HDF5 for metadata, a plain file
+// descriptor for the data chunks, and where HDF5's addresses start.
+struct OpenFile {
+  H5Id h5;
+  PosixFile raw;
+  uint64_t base = 0;  // user block bytes
+  std::string path;
+};
+
+// Read this rank's pieces (its chunks directly when the dataset's layout
+// allows, on every rank, else through HDF5) and verify every chunk's
+// fletcher32 and the whole dataset's CRC collectively.
+void read_verified(MPI_Comm comm, OpenFile& f, const DatasetJob& job) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
   uint32_t stored = 0;
-  agreed(comm, [&] { stored = read_pieces(file, job); });
-  const uint32_t crc = combine_crc(comm, crc_pieces(job), job.total * static_cast<int64_t>(job.elem));
+  H5Id dset;
+  ChunkMap map;
+  int direct = 0;
+  agreed(comm, [&] {
+    dset = open_for_read(f.h5, job, stored);
+    direct = direct_chunk_map(dset, job, f.base, rank, world, map) ? 1 : 0;
+  });
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &direct, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (chunk layout)");
+  std::vector<CrcPiece> crcs;
+  if (direct) {
+    std::vector<Fletcher32Part> parts(map.address.size());
+    std::vector<uint64_t> sums(map.address.size(), 0);
+    agreed(comm, [&] { crcs = read_chunks(f.raw.fd(), f.path, job, map, parts.data(), sums.data(), rank, world); });
+    sum_parts(comm, parts, &sums);
+    agreed(comm, [&] {
+      for (std::size_t k = 0; k < parts.size(); ++k)
+        require(fletcher32_value(parts[k]) == sums[k], kCorrupt,
+                "chunk " + std::to_string(k) + " of " + job.path + " fails its fletcher32 checksum");
+    });
+  } else {
+    agreed(comm, [&] { read_with_hdf5(dset, job); });
+    crcs = crc_pieces(job);
+  }
+  const uint32_t crc = combine_crc(comm, crcs, job.total * static_cast<int64_t>(job.elem));
   agreed(comm, [&] {
     require(crc == stored, kCorrupt, "the checksum of " + job.path + " does not match its data");
   });
@@ -122,23 +160,29 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   });
   // HDF5 parses only files whose every byte is as written (it can crash on damaged ones).
   verify_seal(comm, path);
-  H5Id file;
+  OpenFile file;
+  file.path = path;
   agreed(comm, [&] {
     H5Id fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS), DMUON_ERR_IO, "cannot create a file access list");
     h5_require(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0, DMUON_ERR_IO, "cannot select MPI-IO");
-    file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), kCorrupt,
-                   "'" + path + "' is not a readable HDF5 file (damaged or truncated)");
+    file.h5 = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), kCorrupt,
+                      "'" + path + "' is not a readable HDF5 file (damaged or truncated)");
+    H5Id fcpl = h5_plist(H5Fget_create_plist(file.h5), kCorrupt, "cannot read the file creation list of '" + path + "'");
+    hsize_t user_block = 0;
+    h5_require(H5Pget_userblock(fcpl, &user_block) >= 0, kCorrupt, "cannot read the user block size of '" + path + "'");
+    file.base = user_block;
+    file.raw.open_read(path);
   });
 
   std::vector<IndexRow> rows;
   std::vector<const IndexRow*> match;
   agreed(comm, [&] {
-    r.meta = read_metadata(file);
+    r.meta = read_metadata(file.h5);
     std::vector<unsigned char> bytes(static_cast<std::size_t>(std::max<int64_t>(r.meta.num_params, 0)) * kIndexRowBytes);
     H5Id type = h5_type(index_file_type(), DMUON_ERR_IO, "cannot build the index type");
     const DatasetJob index = job_for(kIndexPath, type, kIndexRowBytes, r.meta.num_params,
                                      {{0, 0, r.meta.num_params}}, bytes.data(), r.meta.num_params);
-    const uint32_t stored = read_pieces(file, index);
+    const uint32_t stored = read_pieces(file.h5, index);
     require(crc32c(bytes.data(), bytes.size()) == stored, kCorrupt, "the checksum of /index does not match");
     rows = unpack_index(bytes);
     Canonical totals;
@@ -175,7 +219,10 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   Canonical fc;
   for (const IndexRow& row : rows)
     (row.kind == 0 ? fc.muon_total : fc.adam_total)[static_cast<std::size_t>(row.dtype)] += row.numel;
-  for (std::size_t i = 0; i < params.size(); ++i) fc.offset.push_back(match[i]->offset);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    fc.offset.push_back(match[i]->offset);
+    if (params[i].kind == Kind::adam) fc.adam_params.push_back(static_cast<int>(i));
+  }
 
   for (int di = 0; di < kNumDtypes; ++di) {
     const Dtype d = static_cast<Dtype>(di);
@@ -194,37 +241,63 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     }
     const int64_t total = fc.adam_total[di];
     if (total > 0) {
-      // Each rank reads its share into a canonical buffer; an all-gather
-      // completes it; then every parameter moves to its padded place.
-      const auto [lo, hi] = even_share(total, rank, world);
-      std::vector<int64_t> counts, displs;
-      for (int q = 0; q < world; ++q) {
-        const auto [a, b] = even_share(total, q, world);
-        displs.push_back(a);
-        counts.push_back(b - a);
-      }
+      // Each rank reads its even share of the canonical elements straight
+      // into the padded image. When the shares of consecutive ranks stay in
+      // order there too (the model registered in the order it was saved),
+      // their padded ranges are disjoint and an in-place all-gather
+      // completes the image; otherwise the shares go through a canonical
+      // buffer and every parameter moves to its padded place.
       const int64_t padded = r.layout.adam_elements[static_cast<std::size_t>(di)];
+      std::vector<std::vector<Piece>> share(static_cast<std::size_t>(world));
+      std::vector<int64_t> counts, displs;
+      bool in_order = true;
+      for (int q = 0; q < world; ++q) {
+        share[static_cast<std::size_t>(q)] = adam_pieces(planned, fc, d, q, world);
+        int64_t first = padded, last = 0;
+        for (const Piece& p : share[static_cast<std::size_t>(q)]) {
+          first = std::min(first, p.mem);
+          last = std::max(last, p.mem + p.count);
+        }
+        if (first >= last) first = last = displs.empty() ? 0 : displs.back() + counts.back();
+        in_order = in_order && (displs.empty() || first >= displs.back() + counts.back());
+        displs.push_back(first);
+        counts.push_back(last - first);
+      }
+      const auto [lo, hi] = even_share(total, rank, world);
       const std::pair<Buffer, std::size_t> bufs[] = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
       for (const auto& entry : bufs) {
         // Plain variables, not a structured binding: C++17 lets no lambda capture one.
         const Buffer b = entry.first;
         const std::size_t size = entry.second;
-        HostBuffer canon(static_cast<std::size_t>(total) * size);
-        read_verified(comm, file,
-                      job_for(dataset_path(Kind::adam, d, b), file_type(d, b), size, total, {{lo, lo, hi - lo}},
-                              canon.data(), total));
-        agreed(comm, [&] {
-          std::vector<int64_t> c(counts), o(displs);
-          for (auto& x : c) x *= static_cast<int64_t>(size);
-          for (auto& x : o) x *= static_cast<int64_t>(size);
-          allgatherv_bytes(comm, canon.data(), c, o);
-        });
+        const std::string dpath = dataset_path(Kind::adam, d, b);
         HostBuffer image(static_cast<std::size_t>(padded) * size);
-        for (std::size_t i = 0; i < planned.size(); ++i) {
-          const ParamRecord& p = planned[i];
-          if (p.kind != Kind::adam || p.dtype != d) continue;
-          std::copy_n(canon.data() + fc.offset[i] * static_cast<int64_t>(size), p.numel * static_cast<int64_t>(size),
-                      image.data() + p.offset * static_cast<int64_t>(size));
+        if (in_order) {
+          read_verified(comm, file, job_for(dpath, file_type(d, b), size, total, share[static_cast<std::size_t>(rank)],
+                                            image.data(), padded));
+          agreed(comm, [&] {
+            std::vector<int64_t> c(counts), o(displs);
+            for (auto& x : c) x *= static_cast<int64_t>(size);
+            for (auto& x : o) x *= static_cast<int64_t>(size);
+            allgatherv_bytes(comm, image.data(), c, o);
+          });
+        } else {
+          HostBuffer canon(static_cast<std::size_t>(total) * size);
+          read_verified(comm, file, job_for(dpath, file_type(d, b), size, total, {{lo, lo, hi - lo}}, canon.data(), total));
+          agreed(comm, [&] {
+            std::vector<int64_t> c, o;
+            for (int q = 0; q < world; ++q) {
+              const auto [x, y] = even_share(total, q, world);
+              o.push_back(x * static_cast<int64_t>(size));
+              c.push_back((y - x) * static_cast<int64_t>(size));
+            }
+            allgatherv_bytes(comm, canon.data(), c, o);
+          });
+          for (std::size_t i = 0; i < planned.size(); ++i) {
+            const ParamRecord& p = planned[i];
+            if (p.kind != Kind::adam || p.dtype != d) continue;
+            std::copy_n(canon.data() + fc.offset[i] * static_cast<int64_t>(size), p.numel * static_cast<int64_t>(size),
+                        image.data() + p.offset * static_cast<int64_t>(size));
+          }
         }
         (b == Buffer::param ? r.adam_param : b == Buffer::exp_avg ? r.adam_m : r.adam_v)[di] = std::move(image);
       }
@@ -245,7 +318,7 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     std::vector<int64_t> steps(static_cast<std::size_t>(n));
     agreed(comm, [&] {
       const DatasetJob job = job_for(kAdamStepPath, H5T_STD_I64LE, 8, n, {{0, 0, n}}, steps.data(), n);
-      const uint32_t stored = read_pieces(file, job);
+      const uint32_t stored = read_pieces(file.h5, job);
       require(crc32c(steps.data(), steps.size() * 8) == stored, kCorrupt, "the checksum of /adam/step does not match");
       for (int64_t k = 0; k < n; ++k) {
         require(steps[static_cast<std::size_t>(k)] >= 0, kCorrupt, "a step counter in /adam/step is negative");
@@ -254,7 +327,7 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
       }
     });
   }
-  agreed(comm, [&] { h5_require(file.close(), kCorrupt, "cannot close '" + path + "'"); });
+  agreed(comm, [&] { h5_require(file.h5.close(), kCorrupt, "cannot close '" + path + "'"); });
   return r;
 }
 

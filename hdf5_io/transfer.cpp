@@ -99,15 +99,13 @@ void create_and_write(hid_t file, const DatasetJob& job, uint32_t crc) {
 
   H5Id fsel = selection(job.total, file_runs(job.pieces), true, DMUON_ERR_IO, what);
   H5Id msel = selection(job.host_elements, job.pieces, false, DMUON_ERR_IO, what);
-  H5Id dxpl = h5_plist(H5Pcreate(H5P_DATASET_XFER), DMUON_ERR_IO, what);
-  // Filtered datasets can only be written collectively in parallel HDF5.
-  h5_require(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) >= 0, DMUON_ERR_IO, what);
   static char dummy[16];
-  h5_require(H5Dwrite(dset, job.file_type, msel, fsel, dxpl, job.host ? job.host : dummy) >= 0, DMUON_ERR_IO, what);
+  h5_require(H5Dwrite(dset, job.file_type, msel, fsel, H5P_DEFAULT, job.host ? job.host : dummy) >= 0, DMUON_ERR_IO,
+             what);
   h5_require(dset.close(), DMUON_ERR_IO, what);
 }
 
-uint32_t read_pieces(hid_t file, const DatasetJob& job) {
+H5Id open_for_read(hid_t file, const DatasetJob& job, uint32_t& stored) {
   constexpr int bad = DMUON_ERR_CHECKPOINT_CORRUPT;
   const std::string what = "cannot read " + job.path;
   H5Id dset = h5_dataset(H5Dopen2(file, job.path.c_str(), H5P_DEFAULT), bad, what + ": dataset missing or unreadable");
@@ -120,7 +118,13 @@ uint32_t read_pieces(hid_t file, const DatasetJob& job) {
             bad, job.path + " has " + std::to_string(dims[0]) + " elements, the index says " + std::to_string(job.total));
     require(H5Tequal(type, job.file_type) > 0, bad, job.path + " has an unexpected element type");
   }
-  const uint32_t stored = static_cast<uint32_t>(read_attr_u64(dset, kCrcAttr, bad));
+  stored = static_cast<uint32_t>(read_attr_u64(dset, kCrcAttr, bad));
+  return dset;
+}
+
+void read_with_hdf5(hid_t dset, const DatasetJob& job) {
+  constexpr int bad = DMUON_ERR_CHECKPOINT_CORRUPT;
+  const std::string what = "cannot read " + job.path;
   H5Id fsel = selection(job.total, file_runs(job.pieces), true, bad, what);
   H5Id msel = selection(job.host_elements, job.pieces, false, bad, what);
   // Independent: a damaged chunk seen by one rank must not leave the others
@@ -131,7 +135,7 @@ uint32_t read_pieces(hid_t file, const DatasetJob& job) {
   for (std::size_t i = 1; i < job.pieces.size(); ++i) monotone = monotone && job.pieces[i].mem > job.pieces[i - 1].mem;
   if (monotone) {
     if (!job.pieces.empty()) h5_require(H5Dread(dset, job.file_type, msel, fsel, dxpl, job.host) >= 0, bad, what);
-    return stored;
+    return;
   }
   // HDF5 pairs file and memory elements in increasing order on both sides;
   // a model registered in another order than it was saved reads piece by piece.
@@ -140,6 +144,12 @@ uint32_t read_pieces(hid_t file, const DatasetJob& job) {
     H5Id m1 = selection(job.host_elements, {p}, false, bad, what);
     h5_require(H5Dread(dset, job.file_type, m1, f1, dxpl, job.host) >= 0, bad, what);
   }
+}
+
+uint32_t read_pieces(hid_t file, const DatasetJob& job) {
+  uint32_t stored = 0;
+  H5Id dset = open_for_read(file, job, stored);
+  read_with_hdf5(dset, job);
   return stored;
 }
 

@@ -11,6 +11,7 @@
 
 #include "collective.hpp"
 #include "format.hpp"
+#include "h5_util.hpp"
 
 namespace dmuon::ckpt {
 
@@ -43,19 +44,24 @@ struct DatasetJob {
   char* host = nullptr;     // host memory the mem offsets index
   int64_t host_elements = 0;
   std::string element_type;  // "float32", "bfloat16", "int64", ... (attribute for readers)
+  bool direct = false;       // a data dataset: its chunks move without HDF5 (direct_chunks.hpp)
 };
 
 // The CRC-32C of each piece's bytes in host memory, at canonical byte offsets.
 std::vector<CrcPiece> crc_pieces(const DatasetJob& job);
 
-// Collective: create the dataset (chunked, fletcher32), its attributes (crc32c,
-// element_type), and write every rank's pieces with one collective H5Dwrite.
-// Returns the open dataset's result; throws DMUON_ERR_IO.
+// Create the dataset (chunked, fletcher32), its attributes (crc32c,
+// element_type), and write the pieces with one H5Dwrite: rank 0 alone, in
+// serial HDF5, for the small datasets (/index, /adam/step). Throws DMUON_ERR_IO.
 void create_and_write(hid_t file, const DatasetJob& job, uint32_t crc);
 
-// Independent read of this rank's pieces into job.host; returns the stored
-// crc32c attribute. A dataset of the wrong size or type, or a chunk whose
-// fletcher32 does not match, throws DMUON_ERR_CHECKPOINT_CORRUPT.
+// Open a dataset for reading and check its size and type against `job`;
+// `stored` gets its crc32c attribute. Throws DMUON_ERR_CHECKPOINT_CORRUPT.
+H5Id open_for_read(hid_t file, const DatasetJob& job, uint32_t& stored);
+// Independent read of this rank's pieces through HDF5 into job.host (HDF5
+// checks fletcher32). A chunk that fails it throws DMUON_ERR_CHECKPOINT_CORRUPT.
+void read_with_hdf5(hid_t dset, const DatasetJob& job);
+// Both: returns the stored crc32c attribute.
 uint32_t read_pieces(hid_t file, const DatasetJob& job);
 
 // Merge pieces that continue each other in both the file and memory.

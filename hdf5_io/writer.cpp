@@ -9,6 +9,7 @@
 #include "checkpoint.hpp"
 #include "collective.hpp"
 #include "core/error.hpp"
+#include "direct_chunks.hpp"
 #include "file_seal.hpp"
 #include "format.hpp"
 #include "h5_util.hpp"
@@ -25,6 +26,10 @@ struct SaveJobs {
   std::vector<std::vector<char>> staging;  // device backends: host copies of the pieces
   std::vector<unsigned char> index_bytes;
   H5Id index_type;
+  // Fletcher32 of the data chunks, summed over the ranks: job i's chunks are
+  // parts[first_part[i]] onwards.
+  std::vector<std::size_t> first_part;
+  std::vector<Fletcher32Part> parts;
 };
 
 DatasetJob data_job(const std::string& path, Dtype d, Buffer b, std::vector<Piece> pieces, void* base,
@@ -39,6 +44,7 @@ DatasetJob data_job(const std::string& path, Dtype d, Buffer b, std::vector<Piec
   j.host = static_cast<char*>(base);
   j.host_elements = base_elements;
   j.element_type = stored_as_bf16(d, b) ? "bfloat16" : "float32";
+  j.direct = true;
   return j;
 }
 
@@ -89,9 +95,9 @@ SaveJobs build_jobs(const Optimizer& opt, int rank, int world) {
     j.elem = 8;
     j.total = static_cast<int64_t>(c.adam_params.size());
     j.chunk = 1 << 16;
-    const auto [lo, hi] = even_share(j.total, rank, world);
+    // Small and the same on every rank: rank 0 writes it whole through HDF5.
     std::vector<Piece> pieces;
-    for (int64_t k = lo; k < hi; ++k) pieces.push_back({k, params[static_cast<std::size_t>(c.adam_params[static_cast<std::size_t>(k)])].adam_row, 1});
+    for (int64_t k = 0; rank == 0 && k < j.total; ++k) pieces.push_back({k, params[static_cast<std::size_t>(c.adam_params[static_cast<std::size_t>(k)])].adam_row, 1});
     j.pieces = merge_pieces(std::move(pieces));
     j.host = reinterpret_cast<char*>(opt.adam_steps());
     j.host_elements = opt.layout().num_adam_rows;
@@ -153,34 +159,58 @@ Metadata agreed_metadata(const Optimizer& opt, MPI_Comm comm, int64_t user_step)
   return m;
 }
 
+// Rank 0 builds the file's HDF5 structure serially, with every chunk of the
+// data datasets allocated but not written (direct_chunks.hpp); then every
+// rank writes its own elements into those chunks, and the fletcher32 of the
+// chunks numbered rank, rank + world, ...
 void write_file(const Optimizer& opt, MPI_Comm comm, const std::string& tmp, const Metadata& meta, SaveJobs& s,
                 const std::vector<uint32_t>& crcs) {
-  const int rank = opt.context()->rank;
-  H5Id file;
+  const int rank = opt.context()->rank, world = opt.context()->size;
+  std::vector<ChunkMap> maps(s.jobs.size());
   agreed(comm, [&] {
-    H5Id fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS), DMUON_ERR_IO, "cannot create a file access list");
-    h5_require(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0, DMUON_ERR_IO, "cannot select MPI-IO");
+    if (rank != 0) return;
+    H5Id fapl = skeleton_fapl();
     H5Id fcpl = h5_plist(H5Pcreate(H5P_FILE_CREATE), DMUON_ERR_IO, "cannot create a file creation list");
     H5Pset_obj_track_times(fcpl, 0);  // the root group too: reproducible file bytes
     // Room for the whole-file seal (file_seal.hpp), written after the close.
     h5_require(H5Pset_userblock(fcpl, kSealBytes) >= 0, DMUON_ERR_IO, "cannot reserve the seal's user block");
-    file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, fapl), DMUON_ERR_IO,
-                   "cannot create '" + tmp + "'");
+    H5Id file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, fapl), DMUON_ERR_IO,
+                        "cannot create '" + tmp + "'");
+    write_metadata(file, meta);
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+      if (s.jobs[i].direct)
+        maps[i] = create_skeleton_dataset(file, s.jobs[i], crcs[i], static_cast<uint64_t>(kSealBytes));
+      else
+        create_and_write(file, s.jobs[i], crcs[i]);
+    }
+    h5_require(file.close(), DMUON_ERR_IO, "cannot close '" + tmp + "'");
   });
-  agreed(comm, [&] { write_metadata(file, meta); });
-  bool first_data = true;
+  // The chunk addresses, to every rank.
   for (std::size_t i = 0; i < s.jobs.size(); ++i) {
-    const DatasetJob& job = s.jobs[i];
-    agreed(comm, [&] {
-      create_and_write(file, job, crcs[i]);
-      if (job.path == kIndexPath || !first_data) return;
+    if (!s.jobs[i].direct) continue;
+    ChunkMap& m = maps[i];
+    m.chunk_elements = chunk_elements_of(s.jobs[i]);
+    m.chunk_bytes = m.chunk_elements * static_cast<int64_t>(s.jobs[i].elem);
+    m.address.resize(static_cast<std::size_t>(chunk_count(s.jobs[i].total, m.chunk_elements)));
+    check_mpi(MPI_Bcast(m.address.data(), static_cast<int>(m.address.size()), MPI_UINT64_T, 0, comm),
+              "MPI_Bcast (chunk addresses)");
+  }
+  PosixFile out;
+  agreed(comm, [&] {
+    out.open_write(tmp);
+    bool first_data = true;
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+      if (!s.jobs[i].direct) continue;
+      write_chunks(out.fd(), tmp, s.jobs[i], maps[i]);
+      write_checksums(out.fd(), tmp, maps[i], &s.parts[s.first_part[i]], rank, world);
+      if (!first_data) continue;
       first_data = false;
       if (fault_armed("save-kill", rank)) std::raise(SIGKILL);
       require(!fault_armed("save-enospc", rank), DMUON_ERR_IO,
-              "cannot write " + job.path + ": No space left on device (injected by DMUON_FAULT_POINT)");
-    });
-  }
-  agreed(comm, [&] { h5_require(file.close(), DMUON_ERR_IO, "cannot close '" + tmp + "'"); });
+              "cannot write " + s.jobs[i].path + ": No space left on device (injected by DMUON_FAULT_POINT)");
+    }
+    out.close(tmp);
+  });
 }
 
 }  // namespace
@@ -210,8 +240,20 @@ void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_st
   SaveJobs s;
   std::vector<uint32_t> crcs;
   agreed(comm, [&] { s = build_jobs(opt, ctx.rank, ctx.size); });
-  for (const DatasetJob& job : s.jobs)
-    crcs.push_back(combine_crc(comm, crc_pieces(job), job.total * static_cast<int64_t>(job.elem)));
+  // Both checksums in one pass over each rank's data: CRC-32C per dataset,
+  // fletcher32 per chunk, each summed over the ranks.
+  s.first_part.assign(s.jobs.size() + 1, 0);
+  for (std::size_t i = 0; i < s.jobs.size(); ++i)
+    s.first_part[i + 1] = s.first_part[i] +
+        static_cast<std::size_t>(s.jobs[i].direct ? chunk_count(s.jobs[i].total, chunk_elements_of(s.jobs[i])) : 0);
+  s.parts.resize(s.first_part.back());
+  for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+    const DatasetJob& job = s.jobs[i];
+    const std::vector<CrcPiece> pieces =
+        job.direct ? checksum_chunks(job, chunk_elements_of(job), &s.parts[s.first_part[i]]) : crc_pieces(job);
+    crcs.push_back(combine_crc(comm, pieces, job.total * static_cast<int64_t>(job.elem)));
+  }
+  sum_parts(comm, s.parts, nullptr);
   const Metadata meta = agreed_metadata(opt, comm, user_step);
 
   try {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -71,10 +72,44 @@ void Optimizer::finalize() {
 void Optimizer::replan(const std::vector<int>& owners) {
   std::vector<ParamRecord> planned = registry_.all();
   Layout layout = plan_layout(planned, ctx_->size, owners);
-  release_storage();
-  registry_.all() = std::move(planned);
-  layout_ = layout;
-  allocate_storage();
+  // The new storage is allocated while the old one still exists, so that a
+  // failed allocation (a restore onto another plan, short of memory) leaves
+  // the optimizer with its plan and its state. The members are set aside,
+  // the new storage allocated into them, and the old one freed last.
+  AdamBuffers old_adam[kNumDtypes];
+  MuonBuffers old_muon[kNumDtypes];
+  for (int d = 0; d < kNumDtypes; ++d) {
+    old_adam[d] = std::exchange(adam_[d], AdamBuffers{});
+    old_muon[d] = std::exchange(muon_[d], MuonBuffers{});
+  }
+  int64_t* old_steps = std::exchange(adam_steps_, nullptr);
+  StepStats* old_stats = std::exchange(stats_, nullptr);
+  std::vector<ParamRecord> old_params = std::exchange(registry_.all(), std::move(planned));
+  const Layout old_layout = std::exchange(layout_, layout);
+  const auto swap_old = [&] {
+    for (int d = 0; d < kNumDtypes; ++d) {
+      std::swap(adam_[d], old_adam[d]);
+      std::swap(muon_[d], old_muon[d]);
+    }
+    std::swap(adam_steps_, old_steps);
+    std::swap(stats_, old_stats);
+  };
+  try {
+    allocate_storage();  // releases what it got before it throws
+    // The step statistics are not part of the plan: they carry over.
+    StepStats stats;
+    backend().download(&stats, old_stats, sizeof stats);
+    backend().upload(stats_, &stats, sizeof stats);
+  } catch (...) {
+    release_storage();
+    swap_old();
+    registry_.all() = std::move(old_params);
+    layout_ = old_layout;
+    throw;
+  }
+  swap_old();
+  release_storage();  // the old storage
+  swap_old();
   build_muon_batches();
 }
 
