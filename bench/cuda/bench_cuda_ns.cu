@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
         bench::result(tag + "_best_sym_blocks", c->best_sym_blocks);
         bench::result(tag + "_tuned_plain_ms", c->plain_ms / count);
         if (c->sym_ms > 0) bench::result(tag + "_tuned_sym_ms", c->sym_ms / count);
-        std::printf("CHOICE %s %s\n", tag.c_str(), c->note.c_str());
+        std::printf("CHOICE %s %s; %s\n", tag.c_str(), c->note.c_str(), c->detail.c_str());
       }
     }
     // Plain products forced, and the best symmetric candidate forced (graphs).

@@ -210,8 +210,14 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
       EXPECT_GT(it->second.plain_ms, 0.0);
     }
     const std::string choices = cuda_of(a).kernel_choices();
-    EXPECT_NE(choices.find("timed: plain"), std::string::npos) << choices;
+    EXPECT_NE(choices.find("(timed choice)"), std::string::npos) << choices;
     EXPECT_NE(choices.find("under 256 rows"), std::string::npos) << choices;
+    for (const auto& k : kTimedKeys) {
+      const dmuon::NsTuner::Choice* c = cuda_of(a).ns_tuner().choice(k[0], k[1], int(k[2]));
+      ASSERT_NE(c, nullptr);
+      EXPECT_EQ(c->detail.rfind("timed: plain", 0), 0u) << c->detail;
+      EXPECT_GT(c->plain_ms, 0.0);
+    }
     // A second step times nothing more.
     a.grads(1);
     ASSERT_EQ(dmuon_step(a.opt), DMUON_SUCCESS);
@@ -231,7 +237,11 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
     EXPECT_EQ(d.ns_cache_hits, 3);
     EXPECT_EQ(blocks_of(b), first);
     EXPECT_EQ(b.raw(0), first_raw);
-    EXPECT_NE(cuda_of(b).kernel_choices().find("(cache: plain"), std::string::npos) << cuda_of(b).kernel_choices();
+    // The same kernel_choices text as the backend that timed: checkpoints do not differ.
+    EXPECT_NE(cuda_of(b).kernel_choices().find("(timed choice)"), std::string::npos) << cuda_of(b).kernel_choices();
+    const dmuon::NsTuner::Choice* c = cuda_of(b).ns_tuner().choice(256, 512, 1);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->detail.rfind("cache: plain", 0), 0u) << c->detail;
   }
   {  // A damaged file is ignored (timed again) and replaced by a good one.
     std::ofstream(path, std::ios::trunc) << "dmuon-ns-tuning v1\n256 512 1 4 garbage\n";

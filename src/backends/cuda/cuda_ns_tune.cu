@@ -192,8 +192,9 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
       c.best_sym_blocks = hit->second.best_symmetric_blocks;
       c.plain_ms = hit->second.plain_ms;
       c.sym_ms = hit->second.symmetric_ms;
-      c.note = product_name(c.blocks) + " (cache: plain " + ms_text(c.plain_ms) + ", best symmetric " +
-               ms_text(c.sym_ms) + ")" + problem;
+      c.note = product_name(c.blocks) + " (timed choice)" + problem;
+      c.detail = "cache: plain " + ms_text(c.plain_ms) + ", best symmetric " +
+                 (c.best_sym_blocks ? product_name(c.best_sym_blocks) + " " + ms_text(c.sym_ms) : std::string("none"));
     } else {
       bool cacheable = false;
       try {
@@ -358,7 +359,8 @@ NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cache
     std::snprintf(b, sizeof b, " (check %.2g)", check[i]);
     detail += ms_text(best[i]) + b;
   }
-  c.note = product_name(c.blocks) + " (" + detail + ")";
+  c.note = product_name(c.blocks) + " (timed choice)";
+  c.detail = detail;
   cacheable = true;
   return c;
 }

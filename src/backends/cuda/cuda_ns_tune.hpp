@@ -51,7 +51,11 @@ class NsTuner {
     int blocks = 0;           // 0: plain products
     int best_sym_blocks = 0;  // fastest symmetric candidate that passed the check (0: none)
     double plain_ms = 0, sym_ms = 0;
-    std::string note;         // for kernel_choices()
+    // For kernel_choices() (and so for checkpoints): the product and how it
+    // was chosen, the same text whether timed now or read from the cache, so
+    // that runs making the same choice write the same attribute.
+    std::string note;
+    std::string detail;       // the timings behind a timed choice (benchmarks, tests)
   };
 
   // Sets w.sym_blocks, w.sym, w.gram_note and w.gram_chosen. When the shape
