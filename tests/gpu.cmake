@@ -26,6 +26,28 @@ dmuon_add_gpu_test(test_cuda_async gpu/test_cuda_async.cu)
 dmuon_add_gpu_test(test_cuda_ns_symmetric gpu/test_cuda_ns_symmetric.cu)
 # The cache file's format and writing, without a GPU: runs wherever the CUDA backend is built.
 dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS 1 LABELS unit)
+# collective_timeout_ms on one GPU: a stalled stream (DMUON_FAULT_POINT=cuda-stall) gives
+# DMUON_ERR_TIMEOUT at the first host wait, then fast failures, and destroy returns.
+dmuon_add_gpu_test(test_cuda_timeout gpu/test_cuda_timeout.cpp)
+
+# A rank dies during a step on NCCL (2 ranks, one GPU each; skipped with fewer
+# GPUs): the survivor gets PEER_FAILED or TIMEOUT. Run and judge as the CPU
+# rank-death tests (tests/hardening.cmake): with orte_enable_recovery mpirun's
+# status says nothing, so the survivor writes a verdict and a second test reads it.
+add_executable(die_in_step_cuda gpu/die_in_step_cuda.cpp)
+target_link_libraries(die_in_step_cuda PRIVATE dmuon MPI::MPI_CXX CUDA::cudart)
+target_include_directories(die_in_step_cuda PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+set(dmuon_die_cuda_dir ${CMAKE_CURRENT_BINARY_DIR}/gpu/die_in_step_cuda)
+file(MAKE_DIRECTORY ${dmuon_die_cuda_dir})
+dmuon_add_mpi_test(NAME die_in_step_cuda COMMAND die_in_step_cuda ${dmuon_die_cuda_dir} 1 1500 NPROCS 2
+                   LABELS gpu multigpu)
+set_tests_properties(die_in_step_cuda_np2 PROPERTIES ENVIRONMENT "${DMUON_TEST_ENV};OMPI_MCA_orte_enable_recovery=1"
+                     TIMEOUT 120 FIXTURES_SETUP die_in_step_cuda SKIP_RETURN_CODE 77
+                     SKIP_REGULAR_EXPRESSION "gpu test skipped")
+add_test(NAME die_in_step_cuda_verdict COMMAND ${CMAKE_COMMAND} -DDIR=${dmuon_die_cuda_dir} -DNPROCS=2 -DVICTIM=1
+                                               -P ${CMAKE_CURRENT_SOURCE_DIR}/hardening/check_verdicts.cmake)
+set_tests_properties(die_in_step_cuda_verdict PROPERTIES FIXTURES_REQUIRED die_in_step_cuda LABELS "gpu;multigpu"
+                     SKIP_REGULAR_EXPRESSION "gpu test skipped")
 
 # Runs everywhere: with no device visible, "cuda" is refused clearly and "auto" picks cpu.
 dmuon_add_gtest(test_cuda_nodevice SOURCES gpu/test_cuda_nodevice.cpp NPROCS 1 LABELS gpu)

@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
+#include "backends/cuda/cuda_watchdog.hpp"
 
 namespace dmuon {
 
@@ -133,15 +134,28 @@ CudaBackend::CudaBackend(MPI_Comm comm) : comm_(comm) {
   if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   require(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_) == MPI_SUCCESS, DMUON_ERR_MPI,
           "cuda backend: MPI_Bcast of the NCCL id failed");
-  ncclComm_t nc = nullptr;
-  nccl_check(ncclCommInitRank(&nc, world_, id, rank_), "ncclCommInitRank");
-  nccl_ = nc;
+  nccl_ = init_nccl_comm(world_, id, rank_);
 }
 
 CudaBackend::~CudaBackend() {
+  // Destroyed without dmuon_context_destroy's close() (a failed create):
+  // the same bounded wait and NCCL shutdown, its failure dropped.
+  if (!failed_status() && nccl_) {
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+  if (failed_status()) {
+    // Aborted NCCL kernels, or a kernel stuck behind them, may still run and
+    // touch these; freeing would wait for the device (cudaFree, cublasDestroy
+    // synchronise it). The process has lost a rank: keep them until it ends.
+    for (auto& kv : states_) keep_for_process_lifetime(std::move(kv.second));
+    return;
+  }
   states_.clear();
-  if (nccl_) ncclCommDestroy(as_comm(nccl_));
   if (own_stream_) cudaStreamDestroy(as_stream(own_stream_));
+  if (stall_flag_) cudaFreeHost(stall_flag_);
 }
 
 CudaStepState& CudaBackend::state_of(const StepStats* key) {
@@ -152,11 +166,6 @@ CudaStepState& CudaBackend::state_of(const StepStats* key) {
 
 void* CudaBackend::stream_handle() const { return current_ ? current_->stream : own_stream_; }
 bool CudaBackend::replaying() const { return current_ && current_->mode == CudaStepState::Mode::replay; }
-
-void CudaBackend::sync_all() {
-  for (auto& kv : states_) cuda_check(cudaStreamSynchronize(kv.second->stream), "cudaStreamSynchronize");
-  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
-}
 
 // ------------------------------------------------------------ memory
 void* CudaBackend::allocate(std::size_t bytes) {
@@ -179,9 +188,11 @@ void CudaBackend::release(void* p) noexcept {
   auto it = states_.find(static_cast<const StepStats*>(p));
   if (it != states_.end()) {
     if (current_ == it->second.get()) current_ = nullptr;
+    if (failed_status()) keep_for_process_lifetime(std::move(it->second));
     states_.erase(it);
   }
-  cudaFree(p);
+  // Poisoned: the device may still run work that uses p (see ~CudaBackend).
+  if (!failed_status()) cudaFree(p);
 }
 
 void CudaBackend::zero(void* p, std::size_t bytes) {
@@ -190,9 +201,9 @@ void CudaBackend::zero(void* p, std::size_t bytes) {
     cuda_check(cudaMemsetAsync(p, 0, bytes, current_->stream), "cudaMemsetAsync");
     return;
   }
-  sync_all();
+  wait_all("zeroing device memory");
   cuda_check(cudaMemsetAsync(p, 0, bytes, as_stream(own_stream_)), "cudaMemsetAsync");
-  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+  wait_for("zeroing device memory", {own_stream_}, nullptr);
 }
 
 void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
@@ -201,59 +212,63 @@ void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, current_->stream), "cudaMemcpyAsync");
     return;
   }
-  sync_all();
+  wait_all("a device copy");
   cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(own_stream_)), "cudaMemcpyAsync");
-  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+  wait_for("a device copy", {own_stream_}, nullptr);
 }
 
 // Host transfers happen outside steps (checkpoints, tests, stats): they wait.
 void CudaBackend::upload(void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
-  sync_all();
+  wait_all("an upload to the device");
   cuda_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, as_stream(own_stream_)), "cudaMemcpyAsync");
-  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+  wait_for("an upload to the device", {own_stream_}, nullptr);
 }
 
 void CudaBackend::download(void* host, const void* src, std::size_t bytes) {
   if (!bytes) return;
-  sync_all();
+  wait_all("a download from the device");
   cuda_check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, as_stream(own_stream_)), "cudaMemcpyAsync");
-  cuda_check(cudaStreamSynchronize(as_stream(own_stream_)), "cudaStreamSynchronize");
+  wait_for("a download from the device", {own_stream_}, nullptr);
 }
 
-void CudaBackend::synchronize() { sync_all(); }
+void CudaBackend::synchronize() { wait_all("waiting for the device"); }
 
 // ------------------------------------------------------------ collectives
 // On one rank every collective is the identity; NCCL would still launch a
 // copy kernel over the whole buffer (measured: 0.3 ms of a 1.5 ms Adam step).
 void CudaBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
   if (!count || replaying() || world_ == 1) return;
-  nccl_check(ncclAllReduce(buf, buf, static_cast<size_t>(count), nccl_type(dtype), ncclAvg, as_comm(nccl_),
-                           as_stream(stream_handle())),
-             "ncclAllReduce (average of gradients)");
+  const char* what = "ncclAllReduce (average of gradients)";
+  nccl_issued(ncclAllReduce(buf, buf, static_cast<size_t>(count), nccl_type(dtype), ncclAvg, as_comm(comm_for(what)),
+                            as_stream(stream_handle())),
+              what);
 }
 
 void CudaBackend::reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) {
   if (!segment || replaying() || world_ == 1) return;
   char* mine = static_cast<char*>(buf) + static_cast<std::size_t>(rank_ * segment) * dtype_size(dtype);
-  nccl_check(ncclReduceScatter(buf, mine, static_cast<size_t>(segment), nccl_type(dtype), ncclAvg, as_comm(nccl_),
-                               as_stream(stream_handle())),
-             "ncclReduceScatter (Muon gradients onto their owners)");
+  const char* what = "ncclReduceScatter (Muon gradients onto their owners)";
+  nccl_issued(ncclReduceScatter(buf, mine, static_cast<size_t>(segment), nccl_type(dtype), ncclAvg,
+                                as_comm(comm_for(what)), as_stream(stream_handle())),
+              what);
 }
 
 void CudaBackend::allgather(void* buf, int64_t segment, Dtype dtype) {
   if (!segment || replaying() || world_ == 1) return;
   char* mine = static_cast<char*>(buf) + static_cast<std::size_t>(rank_ * segment) * dtype_size(dtype);
-  nccl_check(ncclAllGather(mine, buf, static_cast<size_t>(segment), nccl_type(dtype), as_comm(nccl_),
-                           as_stream(stream_handle())),
-             "ncclAllGather (Muon parameters)");
+  const char* what = "ncclAllGather (Muon parameters)";
+  nccl_issued(ncclAllGather(mine, buf, static_cast<size_t>(segment), nccl_type(dtype), as_comm(comm_for(what)),
+                            as_stream(stream_handle())),
+              what);
 }
 
 void CudaBackend::allreduce_sum_f64(double* buf, int count) {
   if (!count || replaying() || world_ == 1) return;
-  nccl_check(ncclAllReduce(buf, buf, static_cast<size_t>(count), ncclFloat64, ncclSum, as_comm(nccl_),
-                           as_stream(stream_handle())),
-             "ncclAllReduce (gradient norm)");
+  const char* what = "ncclAllReduce (gradient norm)";
+  nccl_issued(ncclAllReduce(buf, buf, static_cast<size_t>(count), ncclFloat64, ncclSum, as_comm(comm_for(what)),
+                            as_stream(stream_handle())),
+              what);
 }
 
 // ------------------------------------------------------------ scalar ring
@@ -265,8 +280,8 @@ void* CudaBackend::stage(int piece, const void* host, std::size_t bytes) {
     // Sizes are fixed by the plan, so this runs at the first step. Graphs that
     // captured the old device address are dropped with it.
     require(st.mode == CudaStepState::Mode::eager, DMUON_ERR_INTERNAL, "cuda backend: scalar table resized in a graph step");
-    cuda_check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
-    for (cudaEvent_t e : st.slot_done) cuda_check(cudaEventSynchronize(e), "cudaEventSynchronize");
+    wait_for("resizing the scalar table", {st.stream}, nullptr);
+    for (cudaEvent_t e : st.slot_done) wait_for("resizing the scalar table", {}, e);
     st.drop_step_graph();
     st.drop_shape_graphs();
     cudaFree(pc.dev);
@@ -299,7 +314,8 @@ void CudaBackend::begin_step(const StepStats* key, const dmuon_options_t& o, uin
     mix(structure, w);
   // Ring slot of this step: free once the upload that last read it retired.
   st.slot = (st.slot + 1) % CudaStepState::kSlots;
-  cuda_check(cudaEventSynchronize(st.slot_done[st.slot]), "cudaEventSynchronize (scalar ring slot)");
+  wait_for("dmuon_step (a free slot of the scalar ring)", {}, st.slot_done[st.slot]);
+  inject_stall(st.stream);  // test only; before a capture begins, so never part of a graph
 
   st.mode = CudaStepState::Mode::eager;
   st.step_graph_wanted = o.cuda_step_graph == 1 && !st.step_graph_disabled;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.hpp"
 
@@ -38,6 +39,8 @@ class CudaBackend final : public Backend {
   void reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) override;
   void allgather(void* buf, int64_t segment, Dtype dtype) override;
   void allreduce_sum_f64(double* buf, int count) override;
+  void set_collective_timeout(int milliseconds) override { timeout_ms_ = milliseconds; }
+  void close() override;
 
   void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) override;
   void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) override;
@@ -76,7 +79,22 @@ class CudaBackend final : public Backend {
   CudaStepState* current() const { return current_; }
   void* stream_handle() const;     // the current optimizer's stream, else the backend's own
   bool replaying() const;          // the step's work is in a graph: calls only stage scalars
-  void sync_all();                 // wait for every optimizer stream (outside steps only)
+  // Host waits, bounded by the collective timeout (cuda_watchdog.cu). A wait
+  // that fails aborts the NCCL communicator and poisons the backend.
+  void wait_all(const char* what);  // every optimizer's streams and our own (outside steps only)
+  void wait_for(const char* what, const std::vector<void*>& streams, void* event);
+  void check_nccl_async(const char* what);
+  // The result of an NCCL call (ncclResult_t): waits out ncclInProgress of the
+  // non-blocking communicator, and a failure poisons (the peers went ahead).
+  void nccl_issued(int result, const char* what);
+  void* comm_for(const char* what) const;  // the communicator, or the poisoning status thrown
+  [[noreturn]] void abort_and_poison(int status, const std::string& message);
+  // Test-only fault point "cuda-stall" (DMUON_FAULT_POINT, cuda_watchdog.cu):
+  // the step's stream waits on a host flag that only an abort releases.
+  void inject_stall(void* stream);
+  void release_stall() noexcept;
+  // Work that a poisoned backend cannot wait for may still use these: keep them.
+  void keep_for_process_lifetime(std::unique_ptr<CudaStepState> state) noexcept;
   // Copies `bytes` of host data into the step's pinned ring slot for `piece`
   // and enqueues its upload; returns the device copy (a fixed address).
   void* stage(int piece, const void* host, std::size_t bytes);
@@ -92,6 +110,8 @@ class CudaBackend final : public Backend {
   bool fail_next_capture_ = false;
   std::string choices_log_;         // shape choices and fallbacks, for kernel_choices()
   std::unique_ptr<NsTuner, NsTunerDeleter> ns_tuner_;
+  int timeout_ms_ = 0;              // bounds each host wait; 0: the driver's blocking waits
+  int* stall_flag_ = nullptr;       // host-mapped flag of the test-only stall (see inject_stall)
 
   // Muon helpers (cuda_muon.cu).
   void run_shape(CudaStepState& st, const MuonBuffers& buf, const MuonShapeBatch& batch, std::size_t index,
