@@ -276,7 +276,7 @@ herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* out) 
 }
 }  // namespace
 
-Metadata read_metadata(hid_t file) {
+Metadata read_metadata_fields(hid_t file) {
   constexpr int bad = DMUON_ERR_CHECKPOINT_CORRUPT;
   Metadata m;
   require(read_attr_str(file, "format", bad) == kFormatName, bad, "not a dmuon checkpoint (attribute 'format')");
@@ -306,6 +306,12 @@ Metadata read_metadata(hid_t file) {
   h5_require(H5Aiterate2(user, H5_INDEX_NAME, H5_ITER_INC, &at, collect_attr_name, &keys) >= 0, bad,
              "cannot list /user_attributes");
   for (const std::string& k : keys) m.user[k] = read_attr_str(user, k, bad);
+  return m;
+}
+
+Metadata read_metadata(hid_t file) {
+  constexpr int bad = DMUON_ERR_CHECKPOINT_CORRUPT;
+  const Metadata m = read_metadata_fields(file);
   const uint64_t stored = read_attr_u64(file, "metadata_crc32c", bad);
   require(stored == metadata_crc(m), bad, "the metadata checksum does not match (an attribute was altered)");
   return m;

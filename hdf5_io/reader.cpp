@@ -178,6 +178,13 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   std::vector<const IndexRow*> match;
   agreed(comm, [&] {
     r.meta = read_metadata(file.h5);
+    {  // num_params sizes an allocation: it must match /index's length first (found by the structured fuzzer)
+      H5Id ds = h5_dataset(H5Dopen2(file.h5, kIndexPath, H5P_DEFAULT), kCorrupt, "cannot open /index");
+      H5Id space = h5_space(H5Dget_space(ds), kCorrupt, "cannot read the shape of /index");
+      const hssize_t rows_in_file = H5Sget_simple_extent_npoints(space);
+      require(rows_in_file == r.meta.num_params, kCorrupt,
+              "the index has " + std::to_string(rows_in_file) + " rows, the file says " + std::to_string(r.meta.num_params));
+    }
     std::vector<unsigned char> bytes(static_cast<std::size_t>(std::max<int64_t>(r.meta.num_params, 0)) * kIndexRowBytes);
     H5Id type = h5_type(index_file_type(), DMUON_ERR_IO, "cannot build the index type");
     const DatasetJob index = job_for(kIndexPath, type, kIndexRowBytes, r.meta.num_params,
