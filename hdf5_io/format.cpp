@@ -28,15 +28,6 @@ hid_t file_type(Dtype d, Buffer b) { return stored_as_bf16(d, b) ? H5T_STD_U16LE
 std::size_t element_size(Dtype d, Buffer b) { return stored_as_bf16(d, b) ? 2 : 4; }
 
 // ------------------------------------------------------------------ index
-namespace {
-struct Field {
-  const char* name;
-  std::size_t offset;
-};
-void put(unsigned char* p, const void* v, std::size_t n) { std::memcpy(p, v, n); }
-void get(const unsigned char* p, void* v, std::size_t n) { std::memcpy(v, p, n); }
-}  // namespace
-
 hid_t index_file_type() {
   H5Id name = h5_type(H5Tcopy(H5T_C_S1), DMUON_ERR_IO, "cannot create the index name type");
   H5Tset_size(name, kIndexNameBytes);
@@ -59,25 +50,34 @@ hid_t index_file_type() {
   return t;
 }
 
-// Field offsets above and below are one table in two directions; the format
-// is little-endian and so are the hosts dmuon supports (checked at build time).
+// The offsets above are those of row_fields below; the format is
+// little-endian and so are the hosts dmuon supports (checked at build time).
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the checkpoint code assumes a little-endian host");
+
+namespace {
+// The packed row, one table for both directions: f(offset in the row, field, bytes).
+// The name (offset 0, NUL-padded) is handled by the callers.
+template <class Row, class F>
+void row_fields(Row& r, F&& f) {
+  f(256, &r.kind, 4);
+  f(260, &r.dtype, 4);
+  f(264, &r.ndim, 4);
+  f(268, &r.owner, 4);
+  f(272, r.shape.data(), 8 * kMaxDims);
+  f(336, &r.numel, 8);
+  f(344, &r.offset, 8);
+  f(352, &r.lr_mul, 8);
+  f(360, &r.wd_mul, 8);
+}
+}  // namespace
 
 std::vector<unsigned char> pack_index(const std::vector<IndexRow>& rows) {
   std::vector<unsigned char> out(rows.size() * kIndexRowBytes, 0);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     unsigned char* p = out.data() + i * kIndexRowBytes;
     const IndexRow& r = rows[i];
-    put(p, r.name.data(), std::min(r.name.size(), kIndexNameBytes));
-    put(p + 256, &r.kind, 4);
-    put(p + 260, &r.dtype, 4);
-    put(p + 264, &r.ndim, 4);
-    put(p + 268, &r.owner, 4);
-    put(p + 272, r.shape.data(), 8 * kMaxDims);
-    put(p + 336, &r.numel, 8);
-    put(p + 344, &r.offset, 8);
-    put(p + 352, &r.lr_mul, 8);
-    put(p + 360, &r.wd_mul, 8);
+    std::memcpy(p, r.name.data(), std::min(r.name.size(), kIndexNameBytes));
+    row_fields(r, [p](std::size_t at, const void* v, std::size_t n) { std::memcpy(p + at, v, n); });
   }
   return out;
 }
@@ -89,15 +89,7 @@ std::vector<IndexRow> unpack_index(const std::vector<unsigned char>& bytes) {
     IndexRow& r = rows[i];
     const char* name = reinterpret_cast<const char*>(p);
     r.name.assign(name, strnlen(name, kIndexNameBytes));
-    get(p + 256, &r.kind, 4);
-    get(p + 260, &r.dtype, 4);
-    get(p + 264, &r.ndim, 4);
-    get(p + 268, &r.owner, 4);
-    get(p + 272, r.shape.data(), 8 * kMaxDims);
-    get(p + 336, &r.numel, 8);
-    get(p + 344, &r.offset, 8);
-    get(p + 352, &r.lr_mul, 8);
-    get(p + 360, &r.wd_mul, 8);
+    row_fields(r, [p](std::size_t at, void* v, std::size_t n) { std::memcpy(v, p + at, n); });
   }
   return rows;
 }
