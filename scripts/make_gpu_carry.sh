@@ -37,6 +37,9 @@ ctest --test-dir "$build" --show-only=json-v1 -L gpu |
   grep "^$PWD/$build/" | sort -u | while read -r f; do
     [ -x "$f" ] && [ ! -d "$f" ] && install -s -m 755 "$f" "$carry/build/tests/"
   done
+# The tests' output folders (a multi-rank test writes its verdicts there).
+(cd "$build" && find tests -mindepth 1 -maxdepth 3 -type d ! -path '*CMakeFiles*') |
+  while read -r d; do mkdir -p "$carry/build/$d"; done
 for f in "$build"/bench/bench_cuda_* "$build"/bench/bench_checkpoint; do
   [ -x "$f" ] && install -s -m 755 "$f" "$carry/build/bench/"
 done
