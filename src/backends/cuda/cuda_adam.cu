@@ -185,7 +185,9 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const Ad
     for (int k = 0; k < num_rows; ++k)
       for (int64_t s = 0; s < rows[k].numel; s += kChunkElements)
         lists[rows[k].dtype].push_back(AdamChunk{k, 0, rows[k].offset + s, std::min(kChunkElements, rows[k].numel - s)});
-    if (st.chunks_host) cuda_check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");  // old lists in use
+    // The old lists may still be read by queued work (only after a re-plan);
+    // the wait is bounded by collective_timeout_ms like every host wait.
+    if (st.chunks_host) wait_for("Adam chunk lists (re-plan)", {st.stream}, nullptr);
     cudaFreeHost(st.chunks_host);
     st.chunks_host = nullptr;
     std::size_t total = 0;
