@@ -1,5 +1,7 @@
 #include "transfer.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <new>
@@ -10,10 +12,17 @@
 
 namespace dmuon::ckpt {
 
-HostBuffer::HostBuffer(std::size_t bytes) : p_(static_cast<char*>(std::calloc(bytes ? bytes : 1, 1))), n_(bytes) {
-  if (!p_) throw std::bad_alloc();
+HostBuffer::HostBuffer(std::size_t bytes) : n_(bytes) {
+  const std::size_t length = bytes ? bytes : 1;
+  // Populated at once: one call instead of a page fault per 4 KiB page
+  // (measured 0.72-0.83 s against 0.83-1.18 s for a warm 1 GB restore).
+  // Transparent huge pages were faster still once the kernel had free huge
+  // pages, but the first restore of a process stalled in compaction (1.3-2.4 s).
+  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  p_ = std::unique_ptr<char, Unmap>(static_cast<char*>(p), Unmap{length});
 }
-void HostBuffer::Free::operator()(char* p) const noexcept { std::free(p); }
+void HostBuffer::Unmap::operator()(char* p) const noexcept { ::munmap(p, length); }
 
 std::vector<Piece> merge_pieces(std::vector<Piece> pieces) {
   std::vector<Piece> out;
