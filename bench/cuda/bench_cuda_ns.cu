@@ -11,6 +11,7 @@
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
@@ -72,8 +73,10 @@ int main(int argc, char** argv) {
   namespace po = boost::program_options;
   po::options_description desc("bench_cuda_ns: Newton-Schulz per shape");
   int iters = 20, count = 1;
+  std::string only;
   desc.add_options()("help", "this text")("iters", po::value(&iters)->default_value(20), "timed steps")(
-      "count", po::value(&count)->default_value(1), "matrices of each shape (batched)");
+      "count", po::value(&count)->default_value(1), "matrices of each shape (batched)")(
+      "shape", po::value(&only)->default_value(""), "only this shape, e.g. 2048x2048 (profiling one shape)");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{768, 768}, {768, 3072}, {2048, 2048}, {4096, 4096}, {4096, 16384}};
   for (const auto& s : shapes) {
+    if (!only.empty() && only != std::to_string(s.first) + "x" + std::to_string(s.second)) continue;
     std::vector<bench::Param> params;
     for (int i = 0; i < count; ++i)
       params.push_back({"m" + std::to_string(i), DMUON_KIND_MUON, DMUON_DTYPE_BF16, {s.first, s.second}});

@@ -25,63 +25,146 @@ struct MuonHeader {
   float pad_[7];  // keeps the matrix rows that follow 32-byte aligned
 };
 
+// The element passes of a step (momentum, normalisation, update) are memory
+// bound: each thread moves kVec elements per access (16 bytes of bf16), and a
+// shape's grid holds about kPassBlocks blocks over its whole batch (see
+// make_work), enough loads in flight to keep HBM busy. Scalar code would leave
+// a single matrix's pass latency bound at a tenth of the bandwidth (measured:
+// 0.15 ms of a 0.53 ms 2048x2048 step). A matrix whose offsets or size are not
+// multiples of kVec takes the scalar loop; the per-element arithmetic is the
+// same on both paths.
+constexpr int kVec = 8;
+constexpr int64_t kPassBlocks = 1024;
+
+struct Vec8 {
+  float v[kVec];
+};
+
+__device__ inline Vec8 load8(const float* p) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  return Vec8{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
+}
+__device__ inline Vec8 load8(const uint16_t* p) {
+  const uint4 x = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+  Vec8 r;
+  for (int k = 0; k < 4; ++k) {
+    r.v[2 * k] = bf16_to_float(static_cast<uint16_t>(w[k] & 0xffffu));
+    r.v[2 * k + 1] = bf16_to_float(static_cast<uint16_t>(w[k] >> 16));
+  }
+  return r;
+}
+__device__ inline void store8(float* p, const Vec8& r) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(r.v[4], r.v[5], r.v[6], r.v[7]);
+}
+__device__ inline void store8(uint16_t* p, const Vec8& r) {
+  uint32_t w[4];
+  for (int k = 0; k < 4; ++k)
+    w[k] = uint32_t(float_to_bf16(r.v[2 * k])) | (uint32_t(float_to_bf16(r.v[2 * k + 1])) << 16);
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // torch.optim.Muon's momentum: buf = m buf + (1-m) g; the update is
 // (1-m) g + m buf with Nesterov, else buf. Written as bf16 into X in the
 // matrix's own row-major order (a tall matrix is handled by the engine's
 // column-major view, not by a transpose), with per-block sums of squares of
 // the rounded values for the Frobenius norm. Inactive or skipped: X = 0 and
 // the momentum untouched.
+__device__ inline float momentum_element(float g, float& b, float m, int nesterov) {
+  b = m * b + (1.f - m) * g;
+  return nesterov ? (1.f - m) * g + m * b : b;
+}
+
 template <class T>
-__global__ void momentum_kernel(const T* __restrict__ grad, float* __restrict__ momentum, const MuonMatrix* mats,
-                                const MuonHeader* hdr, const StepStats* stats, int64_t numel, int nesterov,
-                                uint16_t* __restrict__ X, float* __restrict__ partials) {
+__global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict__ grad, float* __restrict__ momentum,
+                                                            const MuonMatrix* mats, const MuonHeader* hdr,
+                                                            const StepStats* stats, int64_t numel, int nesterov,
+                                                            uint16_t* __restrict__ X, float* __restrict__ partials) {
   const MuonMatrix mt = mats[blockIdx.y];
   const bool live = mt.active && !stats->skip;
   const float m = hdr->momentum, clip = static_cast<float>(stats->clip_coef);
   uint16_t* x = X + blockIdx.y * numel;
   float acc = 0.f;
-  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads) {
-    float u = 0.f;
-    if (live) {
-      const float g = load_f32(grad, mt.offset + i) * clip;
-      float& b = momentum[mt.momentum_offset + i];
-      b = m * b + (1.f - m) * g;
-      u = nesterov ? (1.f - m) * g + m * b : b;
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  if (((mt.offset | mt.momentum_offset | numel) & (kVec - 1)) == 0) {
+    const T* g = grad + mt.offset;
+    float* buf = momentum + mt.momentum_offset;
+    for (int64_t v = blockIdx.x * int64_t(kThreads) + threadIdx.x; v < numel / kVec; v += stride) {
+      Vec8 u{};
+      if (live) {
+        const Vec8 gv = load8(g + v * kVec);
+        Vec8 bv = load8(buf + v * kVec);
+        for (int k = 0; k < kVec; ++k) u.v[k] = momentum_element(gv.v[k] * clip, bv.v[k], m, nesterov);
+        store8(buf + v * kVec, bv);
+      }
+      store8(x + v * kVec, u);
+      for (int k = 0; k < kVec; ++k) {
+        const float r = bf16_to_float(float_to_bf16(u.v[k]));
+        acc += r * r;
+      }
     }
-    const uint16_t ub = float_to_bf16(u);
-    x[i] = ub;
-    const float r = bf16_to_float(ub);
-    acc += r * r;
+  } else {
+    for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += stride) {
+      float u = 0.f;
+      if (live) u = momentum_element(load_f32(grad, mt.offset + i) * clip, momentum[mt.momentum_offset + i], m, nesterov);
+      const uint16_t ub = float_to_bf16(u);
+      x[i] = ub;
+      const float r = bf16_to_float(ub);
+      acc += r * r;
+    }
   }
   const float s = block_sum(acc);
   if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = s;
 }
 
 // X /= max(factor * ||X||_F, eps), the norm summed from the partials in a
-// fixed order (each block sums them itself: no extra launch, deterministic).
-__global__ void normalise_kernel(uint16_t* X, const float* partials, int64_t numel, float factor, float eps) {
+// fixed order (each block sums them itself, all threads at once, then the
+// fixed tree of block_sum: no extra launch, deterministic).
+__global__ void __launch_bounds__(kThreads) normalise_kernel(uint16_t* X, const float* partials, int64_t numel,
+                                                             float factor, float eps) {
   __shared__ float scale;
-  if (threadIdx.x == 0) {
-    double s = 0.0;
-    for (unsigned j = 0; j < gridDim.x; ++j) s += partials[blockIdx.y * gridDim.x + j];
-    scale = 1.f / fmaxf(factor * static_cast<float>(sqrt(s)), eps);
-  }
+  double s = 0.0;
+  for (unsigned j = threadIdx.x; j < gridDim.x; j += kThreads) s += partials[blockIdx.y * gridDim.x + j];
+  s = block_sum(s);
+  if (threadIdx.x == 0) scale = 1.f / fmaxf(factor * static_cast<float>(sqrt(s)), eps);
   __syncthreads();
   uint16_t* x = X + blockIdx.y * numel;
-  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads)
-    x[i] = float_to_bf16(bf16_to_float(x[i]) * scale);
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  if ((numel & (kVec - 1)) == 0) {
+    for (int64_t v = blockIdx.x * int64_t(kThreads) + threadIdx.x; v < numel / kVec; v += stride) {
+      Vec8 r = load8(x + v * kVec);
+      for (int k = 0; k < kVec; ++k) r.v[k] *= scale;
+      store8(x + v * kVec, r);
+    }
+  } else {
+    for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += stride)
+      x[i] = float_to_bf16(bf16_to_float(x[i]) * scale);
+  }
 }
 
 // p = p * decay - lr * O (decay and lr per matrix, from the staged table).
 template <class T>
-__global__ void update_kernel(T* __restrict__ param, const MuonMatrix* mats, const StepStats* stats, int64_t numel,
-                              const uint16_t* __restrict__ O) {
+__global__ void __launch_bounds__(kThreads) update_kernel(T* __restrict__ param, const MuonMatrix* mats,
+                                                          const StepStats* stats, int64_t numel,
+                                                          const uint16_t* __restrict__ O) {
   const MuonMatrix mt = mats[blockIdx.y];
   if (!mt.active || stats->skip) return;
   const uint16_t* o = O + blockIdx.y * numel;
-  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * kThreads) {
-    const int64_t j = mt.offset + i;
-    store_f32(param, j, load_f32(param, j) * mt.decay - mt.lr * bf16_to_float(o[i]));
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  if (((mt.offset | numel) & (kVec - 1)) == 0) {
+    T* p = param + mt.offset;
+    for (int64_t v = blockIdx.x * int64_t(kThreads) + threadIdx.x; v < numel / kVec; v += stride) {
+      Vec8 pv = load8(p + v * kVec);
+      const Vec8 ov = load8(o + v * kVec);
+      for (int k = 0; k < kVec; ++k) pv.v[k] = pv.v[k] * mt.decay - mt.lr * ov.v[k];
+      store8(p + v * kVec, pv);
+    }
+  } else {
+    for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += stride) {
+      const int64_t j = mt.offset + i;
+      store_f32(param, j, load_f32(param, j) * mt.decay - mt.lr * bf16_to_float(o[i]));
+    }
   }
 }
 
@@ -99,6 +182,7 @@ struct NsEngine {
   int batch;
   bool col_major;
   SymShape* sym = nullptr;
+  ShapeWork* work = nullptr;  // its algorithm choices, and the record of a tuning run
   struct Pending {
     uint16_t* dst = nullptr;
     const uint16_t* src = nullptr;
@@ -138,10 +222,13 @@ struct NsEngine {
       pending = {};
     }
     flush();
+    // The iteration's roles: X X^T, then A A (+ b A), then B X (+ a X).
+    const int role = trans_b ? 0 : (A == B ? 1 : 2);
+    NsGemmCall* record = work->record && !work->record[role].valid ? &work->record[role] : nullptr;
     if (sym && A == B && M == N && (trans_b || is_symmetric(A))) {
       const uint16_t* sym_in = beta != 0.f ? c_in : nullptr;
       if ((!sym_in || (sym_in != C && is_symmetric(sym_in))) && sym_knows(*sym, A, sym_in, C)) {
-        sym_product(st, *sym, A, alpha, beta, sym_in, C);
+        sym_product(st, *sym, A, alpha, beta, sym_in, C, work->algo[role], record);
         mark(C, true);
         return;
       }
@@ -156,6 +243,8 @@ struct NsEngine {
     const long sP = col_major ? M * K : K * N, sQ = col_major ? K * N : M * K, sC = M * N;
     LtPlan& plan = plan_for({t1, t2, m, n, k, batch, ldp, ldq}, t1, t2, m, n, k, ldp, ldq, ldc, sP, sQ, sC);
     if (plan.usable) {
+      plan.algo = algo_at(plan.algos, work->algo[role]);
+      if (record) *record = NsGemmCall{true, plan.op, plan.a, plan.b, plan.c, P, Q, c_in, C, alpha, beta, &plan.algos};
       cublas_check(cublasLtMatmul(st.lt, plan.op, &alpha, P, plan.a, Q, plan.b, &beta, c_in, plan.c, C, plan.c, &plan.algo,
                                   st.cublas_workspace, kCublasWorkspace, st.stream),
                    "cublasLtMatmul (Newton-Schulz)");
@@ -196,12 +285,17 @@ struct NsEngine {
     cublas_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t ws = kCublasWorkspace;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t result{};
+    // The heuristic's top candidates: the first is its pick, the others are
+    // timed against it at the shape's first use (cuda_ns_tune.cu).
+    cublasLtMatmulHeuristicResult_t results[kNsAlgoCandidates] = {};
     int found = 0;
-    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(st.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+    const cublasStatus_t rc =
+        cublasLtMatmulAlgoGetHeuristic(st.lt, p.op, p.a, p.b, p.c, p.c, pref, kNsAlgoCandidates, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    p.usable = rc == CUBLAS_STATUS_SUCCESS && found > 0;
-    if (p.usable) p.algo = result.algo;
+    for (int i = 0; rc == CUBLAS_STATUS_SUCCESS && i < found; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) p.algos.push_back(results[i].algo);
+    p.usable = !p.algos.empty();
+    if (p.usable) p.algo = p.algos[0];
     return p;
   }
 };
@@ -213,7 +307,12 @@ ShapeWork make_work(const MuonShapeBatch& b) {
   w.cols = b.cols;
   w.count = static_cast<int>(b.matrices.size());
   const int64_t numel = b.rows * b.cols, k = std::min(b.rows, b.cols);
-  w.blocks_per_matrix = static_cast<int>(std::min<int64_t>(128, std::max<int64_t>(1, numel / (kThreads * 16))));
+  // About kPassBlocks blocks over the batch, each thread with at least one
+  // vector of work; a fixed function of the shape, so the norm's summation
+  // order is the same on every device and every step.
+  const int64_t per_matrix = (kPassBlocks + w.count - 1) / w.count;
+  const int64_t most = std::max<int64_t>(1, (numel / kVec + kThreads - 1) / kThreads);
+  w.blocks_per_matrix = static_cast<int>(std::max<int64_t>(1, std::min(per_matrix, most)));
   try {
     cuda_check(cudaMalloc(&w.X, 2 * numel * w.count), "cudaMalloc (Newton-Schulz X)");
     cuda_check(cudaMalloc(&w.Xn, 2 * numel * w.count), "cudaMalloc (Newton-Schulz X)");
@@ -256,7 +355,7 @@ void enqueue(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const Muon
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs) {
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   cublas_check(cublasSetStream(st.cublas, st.stream), "cublasSetStream");
-  NsEngine e{st, w.count, w.rows > w.cols, sym, {}};
+  NsEngine e{st, w.count, w.rows > w.cols, sym, &w, {}};
   uint16_t* out = newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
   e.flush();
   return out;

@@ -38,6 +38,7 @@ struct SymPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> algos;  // the heuristic's candidates, best first
   bool usable = false;  // false: cuBLASLt offered nothing (or refused once): cublasGemmBatchedEx
 };
 
@@ -124,12 +125,15 @@ void make_plan(cublasLtHandle_t lt, SymPlan& pl, bool row_major, long bs, long K
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kNsAlgoCandidates] = {};
   int found = 0;
-  const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt, pl.op, pl.a, pl.b, pl.c, pl.c, pref, 1, &result, &found);
+  const cublasStatus_t rc =
+      cublasLtMatmulAlgoGetHeuristic(lt, pl.op, pl.a, pl.b, pl.c, pl.c, pref, kNsAlgoCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  pl.usable = rc == CUBLAS_STATUS_SUCCESS && found > 0;
-  if (pl.usable) pl.algo = result.algo;
+  for (int i = 0; rc == CUBLAS_STATUS_SUCCESS && i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) pl.algos.push_back(results[i].algo);
+  pl.usable = !pl.algos.empty();
+  if (pl.usable) pl.algo = pl.algos[0];
 }
 
 }  // namespace
@@ -196,7 +200,7 @@ bool sym_knows(const SymShape& s, const uint16_t* P, const uint16_t* c_in, const
 }
 
 void sym_product(CudaStepState& st, SymShape& s, const uint16_t* P, float alpha, float beta, const uint16_t* c_in,
-                 uint16_t* C) {
+                 uint16_t* C, int algo, NsGemmCall* record) {
   SymSet* set = find_set(s, P, c_in, C);
   require(set != nullptr, DMUON_ERR_INTERNAL, "symmetric product of an unknown operand");
   void** a = set->arrays;
@@ -207,6 +211,8 @@ void sym_product(CudaStepState& st, SymShape& s, const uint16_t* P, float alpha,
   bool done = false;
   if (set->plan.usable) {
     SymPlan& pl = set->plan;
+    pl.algo = algo_at(pl.algos, algo);
+    if (record) *record = NsGemmCall{true, pl.op, pl.a, pl.b, pl.c, ai, aj, ac, ad, alpha, beta, &pl.algos};
     const cublasStatus_t rc = cublasLtMatmul(st.lt, pl.op, &alpha, ai, pl.a, aj, pl.b, &beta, ac, pl.c, ad, pl.c, &pl.algo,
                                              st.cublas_workspace, kCublasWorkspace, st.stream);
     // A refusal (checked before anything is enqueued) sends this product to

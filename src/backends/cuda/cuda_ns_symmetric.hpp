@@ -37,8 +37,10 @@ bool sym_knows(const SymShape& s, const uint16_t* P, const uint16_t* c_in, const
 // C = alpha P P^T + beta c_in over the whole batch, P being X or Xn (c_in
 // unused, beta 0) or A (c_in = A, C = B). P is k x K in the engine's frame:
 // row-major (X of a wide matrix, and A), or column-major (X of a tall matrix).
-// Enqueued on st.stream. Only for (P, c_in, C) that sym_knows.
+// Enqueued on st.stream. Only for (P, c_in, C) that sym_knows. `algo` picks
+// among the plan's candidate algorithms (0: the heuristic's first); a non-null
+// `record` receives the call, for the algorithm timing.
 void sym_product(CudaStepState& st, SymShape& s, const uint16_t* P, float alpha, float beta, const uint16_t* c_in,
-                 uint16_t* C);
+                 uint16_t* C, int algo = 0, NsGemmCall* record = nullptr);
 
 }  // namespace dmuon

@@ -25,6 +25,8 @@ namespace {
 constexpr int kCheckBlocks = 64;  // per matrix: fixed, so the check sums in a fixed order
 constexpr int kRounds = 3;        // timed rounds over the candidates (best of)
 constexpr float kTargetMs = 5.f;  // device time per candidate and round
+constexpr float kAlgoTargetMs = 1.f;  // the same for one GEMM's algorithm candidates
+static_assert(kNsCacheAlgos == kNsGemmRoles, "the cache keeps one algorithm per GEMM role");
 
 // A fixed pseudo-random input: uniform in [-s, s) with s = 0.9 sqrt(3/(k n)),
 // so each matrix's Frobenius norm is about 0.9 and its spectrum inside the
@@ -157,6 +159,29 @@ std::string NsTuner::store_cache(const NsCacheKey& key, const NsCacheEntry& e) {
   return "";
 }
 
+namespace {
+// The shape's products as chosen: the symmetric plans for c.blocks (none for
+// plain) and the algorithm of each GEMM role. Once per choice: a second call
+// for the same block count keeps what the first set up.
+void set_up_products(CudaStepState& st, ShapeWork& w, NsTuner::Choice& c) {
+  std::copy(std::begin(c.algo), std::end(c.algo), std::begin(w.algo));
+  if (w.sym && w.sym_blocks == c.blocks) return;
+  w.sym.reset();
+  w.sym_blocks = 0;
+  if (!c.blocks) return;
+  try {
+    w.sym = make_sym_shape(st, w, c.blocks);
+    w.sym_blocks = c.blocks;
+  } catch (const Error& e) {
+    cudaGetLastError();
+    c.note = "cublas_gemm (" + product_name(c.blocks) + " could not be set up: " + e.what() + ")";
+    c.blocks = 0;
+    for (int& a : c.algo) a = 0;
+    std::copy(std::begin(c.algo), std::end(c.algo), std::begin(w.algo));
+  }
+}
+}  // namespace
+
 void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
   const long k = static_cast<long>(std::min(w.rows, w.cols));
   const NsCacheKey key{w.rows, w.cols, w.count};
@@ -192,6 +217,7 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
       c.best_sym_blocks = hit->second.best_symmetric_blocks;
       c.plain_ms = hit->second.plain_ms;
       c.sym_ms = hit->second.symmetric_ms;
+      std::copy(std::begin(hit->second.algo), std::end(hit->second.algo), std::begin(c.algo));
       c.note = product_name(c.blocks) + " (timed choice)" + problem;
       c.detail = "cache: plain " + ms_text(c.plain_ms) + ", best symmetric " +
                  (c.best_sym_blocks ? product_name(c.best_sym_blocks) + " " + ms_text(c.sym_ms) : std::string("none"));
@@ -206,22 +232,28 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
         cacheable = false;
       }
       ++shapes_timed;
-      if (cacheable) c.note += store_cache(key, NsCacheEntry{c.blocks, c.best_sym_blocks, c.plain_ms, c.sym_ms});
+      if (cacheable) {
+        // The algorithms are timed on the products chosen, as set up for the steps.
+        set_up_products(st, w, c);
+        try {
+          time_algorithms(st, w, c);
+        } catch (const Error& e) {  // the heuristic's first algorithms then, not cached
+          cudaGetLastError();
+          w.record = nullptr;
+          for (int& a : c.algo) a = 0;
+          c.detail += std::string("; algorithms not timed: ") + e.what();
+          cacheable = false;
+        }
+      }
+      if (cacheable) {
+        NsCacheEntry e{c.blocks, c.best_sym_blocks, c.plain_ms, c.sym_ms};
+        std::copy(std::begin(c.algo), std::end(c.algo), std::begin(e.algo));
+        c.note += store_cache(key, e);
+      }
       c.note += problem;
     }
   }
-  w.sym.reset();
-  w.sym_blocks = 0;
-  if (c.blocks) {
-    try {
-      w.sym = make_sym_shape(st, w, c.blocks);
-      w.sym_blocks = c.blocks;
-    } catch (const Error& e) {
-      cudaGetLastError();
-      c.note = "cublas_gemm (" + product_name(c.blocks) + " could not be set up: " + e.what() + ")";
-      c.blocks = 0;
-    }
-  }
+  set_up_products(st, w, c);
   choices_[key] = c;
   w.gram_note = c.note;
   w.gram_chosen = true;
@@ -363,6 +395,81 @@ NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cache
   c.detail = detail;
   cacheable = true;
   return c;
+}
+
+// Each GEMM role of the chosen products, once per candidate algorithm of its
+// plan (cuBLASLt's heuristic, best first): the call recorded from one
+// iteration, repeated on the same operands (its output is not one of its
+// inputs, so repeating it changes nothing). The fastest wins when it beats
+// the heuristic's first by kNsTuneMinGain. Every candidate is a plain
+// cuBLASLt matmul, deterministic for a given device and cuBLAS build, so
+// eager and replayed steps still agree bit for bit. Synchronises the stream:
+// runs only at the shape's first (eager) use.
+void NsTuner::time_algorithms(CudaStepState& st, ShapeWork& w, Choice& c) {
+  for (int& a : c.algo) a = 0;
+  std::copy(std::begin(c.algo), std::end(c.algo), std::begin(w.algo));
+  const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
+  const int64_t total = int64_t(k) * n * w.count;
+  const float scale = 0.9f * static_cast<float>(std::sqrt(3.0 / (double(k) * double(n))));
+  const unsigned fill_blocks = static_cast<unsigned>(std::min<int64_t>(4096, (total + kThreads - 1) / kThreads));
+  tune_fill_kernel<<<fill_blocks, kThreads, 0, st.stream>>>(w.X, total, scale);
+  launch_check("tune_fill_kernel");
+  NsGemmCall rec[kNsGemmRoles];
+  w.record = rec;
+  ns_iterate(st, w, w.sym.get(), ns_coefficients(DMUON_NS_QUINTIC, 5));
+  w.record = nullptr;
+
+  TuneScratch t;
+  t.stream = st.stream;
+  cuda_check(cudaEventCreate(&t.e0), "cudaEventCreate (tuning)");
+  cuda_check(cudaEventCreate(&t.e1), "cudaEventCreate (tuning)");
+  static const char* const kRole[kNsGemmRoles] = {"XXt", "AA", "BX"};
+  std::string detail = "; algorithms";
+  for (int r = 0; r < kNsGemmRoles; ++r) {
+    const NsGemmCall& g = rec[r];
+    if (!g.valid || !g.candidates || g.candidates->size() < 2) {
+      detail += std::string(" ") + kRole[r] + " 0 (one candidate)";
+      continue;
+    }
+    const std::vector<cublasLtMatmulAlgo_t>& cand = *g.candidates;
+    auto launch = [&](std::size_t i) {
+      return cublasLtMatmul(st.lt, g.op, &g.alpha, g.A, g.a, g.B, g.b, &g.beta, g.C, g.c, g.D, g.c, &cand[i],
+                            st.cublas_workspace, kCublasWorkspace, st.stream);
+    };
+    // One call each: a candidate cuBLASLt refuses (before enqueuing) drops out.
+    std::vector<bool> ok(cand.size());
+    for (std::size_t i = 0; i < cand.size(); ++i) ok[i] = launch(i) == CUBLAS_STATUS_SUCCESS;
+    cuda_check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize (algorithm timing)");
+    if (!ok[0]) {
+      detail += std::string(" ") + kRole[r] + " 0 (first candidate refused)";
+      continue;
+    }
+    auto timed = [&](std::size_t i, int reps) {
+      cuda_check(cudaEventRecord(t.e0, st.stream), "cudaEventRecord (tuning)");
+      for (int q = 0; q < reps; ++q) cublas_check(launch(i), "cublasLtMatmul (algorithm timing)");
+      cuda_check(cudaEventRecord(t.e1, st.stream), "cudaEventRecord (tuning)");
+      cuda_check(cudaEventSynchronize(t.e1), "cudaEventSynchronize (tuning)");
+      float ms = 0;
+      cuda_check(cudaEventElapsedTime(&ms, t.e0, t.e1), "cudaEventElapsedTime (tuning)");
+      return double(ms) / reps;
+    };
+    const double once = timed(0, 1);
+    const int reps = std::max(1, std::min(200, static_cast<int>(kAlgoTargetMs / std::max(once, 1e-3))));
+    std::vector<double> best(cand.size(), 1e300);
+    for (int round = 0; round < kRounds; ++round)
+      for (std::size_t i = 0; i < cand.size(); ++i)
+        if (ok[i]) best[i] = std::min(best[i], timed(i, reps));
+    std::size_t pick = 0;
+    for (std::size_t i = 1; i < cand.size(); ++i)
+      if (ok[i] && best[i] < best[pick]) pick = i;
+    if (best[pick] > best[0] * (1.0 - kNsTuneMinGain)) pick = 0;
+    c.algo[r] = static_cast<int>(pick);
+    char b[96];
+    std::snprintf(b, sizeof b, " %s %d of %zu (%.4f ms, first %.4f)", kRole[r], c.algo[r], cand.size(), best[pick], best[0]);
+    detail += b;
+  }
+  std::copy(std::begin(c.algo), std::end(c.algo), std::begin(w.algo));
+  c.detail += detail;
 }
 
 }  // namespace dmuon

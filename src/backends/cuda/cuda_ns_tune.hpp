@@ -25,8 +25,9 @@ struct SymShape;
 
 // Shapes with fewer rows (min(rows, cols)) are not timed: plain products.
 constexpr long kNsTuneMinRows = 256;
-// A symmetric candidate must be this much faster than plain to be chosen, so
-// that timing noise does not flip a tie.
+// A symmetric candidate must be this much faster than plain to be chosen (and
+// a cuBLASLt algorithm than the heuristic's first), so that timing noise does
+// not flip a tie.
 constexpr double kNsTuneMinGain = 0.03;
 // Largest relative Frobenius difference from the plain result (per matrix,
 // after the full iteration) a symmetric candidate may show.
@@ -51,6 +52,9 @@ class NsTuner {
     int blocks = 0;           // 0: plain products
     int best_sym_blocks = 0;  // fastest symmetric candidate that passed the check (0: none)
     double plain_ms = 0, sym_ms = 0;
+    // Per GEMM role (X X^T, A A, B X) of the chosen products: the cuBLASLt
+    // candidate algorithm used (0: the heuristic's first), timed with them.
+    int algo[kNsCacheAlgos] = {0, 0, 0};
     // For kernel_choices() (and so for checkpoints): the product and how it
     // was chosen, the same text whether timed now or read from the cache, so
     // that runs making the same choice write the same attribute.
@@ -72,6 +76,7 @@ class NsTuner {
 
  private:
   Choice time_shape(CudaStepState& st, ShapeWork& w, bool& cacheable);
+  void time_algorithms(CudaStepState& st, ShapeWork& w, Choice& c);
   void load_cache();
   std::string store_cache(const NsCacheKey& key, const NsCacheEntry& e);
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -44,6 +45,25 @@ struct SymShapeDeleter {
 };
 using SymShapePtr = std::unique_ptr<SymShape, SymShapeDeleter>;
 
+// The three GEMM roles of a Newton-Schulz iteration (X X^T, b A + c A A,
+// a X + B X): each may run a cuBLASLt algorithm other than the heuristic's
+// first, chosen by timing the top candidates at the shape's first use.
+constexpr int kNsGemmRoles = 3;
+constexpr int kNsAlgoCandidates = 8;
+
+// One cuBLASLt call of a shape's iteration, as the algorithm timing replays
+// it: descriptors and operands of its first call in the recorded iteration,
+// and the plan's candidate algorithms (heuristic order).
+struct NsGemmCall {
+  bool valid = false;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  const void *A = nullptr, *B = nullptr, *C = nullptr;
+  void* D = nullptr;
+  float alpha = 0.f, beta = 0.f;
+  const std::vector<cublasLtMatmulAlgo_t>* candidates = nullptr;
+};
+
 // Workspace and graph of one Muon shape batch.
 struct ShapeWork {
   Dtype dtype = Dtype::fp32;
@@ -63,6 +83,10 @@ struct ShapeWork {
   bool gram_chosen = false;
   int sym_blocks = 0;
   SymShapePtr sym;
+  // Index, per GEMM role, into the plan's candidate algorithms (0: the
+  // heuristic's first); timed with the products, kept in the cache.
+  int algo[kNsGemmRoles] = {0, 0, 0};
+  NsGemmCall* record = nullptr;  // while set, the engine notes each role's first call here
   std::string gram_note;     // the choice and where it came from, for kernel_choices()
   void release() noexcept;
 };
@@ -73,8 +97,15 @@ struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> algos;  // the heuristic's candidates, best first
   bool usable = false;  // false: the heuristic offered nothing, use cublasGemmStridedBatchedEx
 };
+
+// The candidate `index` (clamped to those offered), so that an index from a
+// cache written with more candidates still names a valid algorithm.
+inline const cublasLtMatmulAlgo_t& algo_at(const std::vector<cublasLtMatmulAlgo_t>& algos, int index) {
+  return algos[static_cast<std::size_t>(std::min<int>(std::max(index, 0), static_cast<int>(algos.size()) - 1))];
+}
 
 struct CudaStepState {
   static constexpr int kSlots = 8;  // steps the host may run ahead of the device

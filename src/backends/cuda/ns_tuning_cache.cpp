@@ -17,7 +17,7 @@ namespace dmuon {
 
 namespace {
 
-const char kHeader[] = "dmuon-ns-tuning v1";
+const char kHeader[] = "dmuon-ns-tuning v2";
 // A real cache holds a line per shape; anything this large is not one.
 constexpr std::size_t kMaxFileBytes = std::size_t{1} << 20;
 
@@ -101,7 +101,7 @@ bool ns_cache_parse(const std::string& text, NsCacheEntries& out) {
     std::vector<std::string> f;
     std::string tok;
     while (ls >> tok) f.push_back(tok);
-    if (f.size() != 7) return false;
+    if (f.size() != 7 + kNsCacheAlgos) return false;
     long long rows = 0, cols = 0, count = 0, blocks = 0, best = 0;
     NsCacheEntry e;
     if (!parse_int(f[0], rows) || !parse_int(f[1], cols) || !parse_int(f[2], count) || !parse_int(f[3], blocks) ||
@@ -110,6 +110,11 @@ bool ns_cache_parse(const std::string& text, NsCacheEntries& out) {
     if (rows <= 0 || cols <= 0 || count <= 0 || count > (1 << 30)) return false;
     auto valid = [](long long b) { return b == 0 || b == 2 || b == 4 || b == 8; };
     if (!valid(blocks) || !valid(best) || (blocks != 0 && blocks != best)) return false;
+    for (int r = 0; r < kNsCacheAlgos; ++r) {
+      long long a = 0;
+      if (!parse_int(f[7 + r], a) || a > kNsCacheMaxAlgoIndex) return false;
+      e.algo[r] = static_cast<int>(a);
+    }
     e.blocks = static_cast<int>(blocks);
     e.best_symmetric_blocks = static_cast<int>(best);
     got[NsCacheKey{rows, cols, static_cast<int>(count)}] = e;
@@ -122,9 +127,11 @@ std::string ns_cache_format(const NsCacheEntries& entries) {
   std::string s = std::string(kHeader) + "\n";
   char buf[160];
   for (const auto& kv : entries) {
-    std::snprintf(buf, sizeof buf, "%lld %lld %d %d %d %.6g %.6g\n", static_cast<long long>(kv.first.rows),
+    static_assert(kNsCacheAlgos == 3, "the line format names three algorithm fields");
+    std::snprintf(buf, sizeof buf, "%lld %lld %d %d %d %.6g %.6g %d %d %d\n", static_cast<long long>(kv.first.rows),
                   static_cast<long long>(kv.first.cols), kv.first.count, kv.second.blocks,
-                  kv.second.best_symmetric_blocks, kv.second.plain_ms, kv.second.symmetric_ms);
+                  kv.second.best_symmetric_blocks, kv.second.plain_ms, kv.second.symmetric_ms, kv.second.algo[0],
+                  kv.second.algo[1], kv.second.algo[2]);
     s += buf;
   }
   return s;

@@ -4,13 +4,17 @@
 // it, so its parsing and writing are tested on machines without a GPU.
 //
 // File: <dir>/ns-tuning-v<format>-<device>-cc<major><minor>-<sms>sm-cublas<version>.txt
-//   dmuon-ns-tuning v1
-//   <rows> <cols> <count> <blocks> <best_symmetric_blocks> <plain_ms> <symmetric_ms>
+//   dmuon-ns-tuning v2
+//   <rows> <cols> <count> <blocks> <best_symmetric_blocks> <plain_ms> <symmetric_ms> <algo0> <algo1> <algo2>
 //   ...
 // blocks 0 means the plain product; best_symmetric_blocks is the fastest
 // symmetric candidate that passed the check (0: none), and the times are what
-// the tuning measured for plain and for that candidate (information only). Anything that does not parse makes the whole
-// file count as absent: a damaged cache costs a re-tuning, never an error.
+// the tuning measured for plain and for that candidate (information only).
+// algo0..2 index the cuBLASLt heuristic's candidate algorithms of the three
+// GEMM roles of an iteration (X X^T, A A, B X) in the chosen products (0: the
+// heuristic's first). Anything that does not parse makes the whole file count
+// as absent: a damaged cache costs a re-tuning, never an error. Version 1
+// files (no algorithms) have another name and are not read.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -19,7 +23,9 @@
 
 namespace dmuon {
 
-constexpr int kNsCacheFormat = 1;
+constexpr int kNsCacheFormat = 2;
+constexpr int kNsCacheAlgos = 3;         // GEMM roles of an iteration
+constexpr int kNsCacheMaxAlgoIndex = 63;  // larger indices do not parse
 
 struct NsCacheKey {
   int64_t rows = 0, cols = 0;
@@ -32,6 +38,7 @@ struct NsCacheEntry {
   int best_symmetric_blocks = 0;
   double plain_ms = 0;        // Newton-Schulz of the whole batch, as timed
   double symmetric_ms = 0;    // best symmetric candidate (0: none was possible)
+  int algo[kNsCacheAlgos] = {0, 0, 0};  // per GEMM role: index among the heuristic's candidates
 };
 
 using NsCacheEntries = std::map<NsCacheKey, NsCacheEntry>;
