@@ -91,8 +91,9 @@ struct ShapeWork {
   void release() noexcept;
 };
 
-// One cuBLASLt matmul of Newton-Schulz: descriptors and the algorithm chosen
-// by the heuristic, made once per (shape, operands) and reused every step.
+// One cuBLASLt matmul of Newton-Schulz: descriptors, the heuristic's
+// candidate algorithms and the one in use (the shape's timed choice), made
+// once per (shape, operands) and reused every step.
 struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
