@@ -45,7 +45,7 @@ for f in "$build"/bench/bench_cuda_* "$build"/bench/bench_checkpoint; do
 done
 
 # Libraries the binaries load from the system that the GPU machine lacks.
-for f in "$carry"/build/*/*; do ldd "$f"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+for f in "$carry"/build/*/*; do if [ -f "$f" ]; then ldd "$f"; fi; done | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -E 'libhdf5|libsz|libaec|libopenblas|libboost_program_options|libgfortran|libquadmath|libmpi_cxx' |
   while read -r lib; do cp -L "$lib" "$carry/lib/"; done
 
