@@ -4,13 +4,12 @@
 // including the loud eager fallback after a failed capture.
 #include <cmath>
 
-#include "backends/cuda/cuda_backend.hpp"
-#include "core/context.hpp"
-#include "core/optimizer.hpp"
-#include "gpu/gpu_model.hpp"
+#include "gpu/gpu_backend.hpp"
 
 namespace {
 
+using gputest::cuda_of;
+using gputest::key_of;
 using gputest::Model;
 using gputest::Spec;
 
@@ -31,13 +30,6 @@ dmuon_options_t muon_options() {
   o.muon_weight_decay = 0.05;
   return o;
 }
-
-dmuon::CudaBackend& cuda_of(Model& m) {
-  auto* b = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(m.ctx)->backend.get());
-  EXPECT_NE(b, nullptr);
-  return *b;
-}
-const dmuon::StepStats* key_of(Model& m) { return m.opt->impl.stats(); }
 
 // Each step from the GPU's own previous parameters: the update the GPU made
 // against the update the float64 reference makes from the same state.

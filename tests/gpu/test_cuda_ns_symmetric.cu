@@ -9,21 +9,20 @@
 #include <sys/stat.h>
 
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
-#include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
-#include "core/context.hpp"
-#include "core/optimizer.hpp"
-#include "gpu/gpu_model.hpp"
+#include "gpu/gpu_backend.hpp"
+#include "gpu/hold_stream.cuh"
 
 namespace {
 
+using gputest::cuda_of;
+using gputest::key_of;
 using gputest::Model;
 using gputest::Spec;
 
@@ -45,13 +44,6 @@ dmuon_options_t options() {
   o.muon_weight_decay = 0.05;
   return o;
 }
-
-dmuon::CudaBackend& cuda_of(Model& m) {
-  auto* b = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(m.ctx)->backend.get());
-  EXPECT_NE(b, nullptr);
-  return *b;
-}
-const dmuon::StepStats* key_of(Model& m) { return m.opt->impl.stats(); }
 
 // Products of a model's backend: -1 timed, 0 plain, p forced; no cache unless a directory is given.
 void configure(Model& m, int symmetric, const std::string& cache_dir = "") {
@@ -311,13 +303,6 @@ TEST(CudaNsSymmetric, DisabledOrUnwritableCacheOnlyCostsTiming) {
   remove_tree(dir);
 }
 
-// Spins until the host sets *flag, or gives up after `max_cycles`.
-__global__ void hold_stream(volatile int* flag, long long max_cycles) {
-  const long long start = clock64();
-  while (*flag == 0 && clock64() - start < max_cycles) {
-  }
-}
-
 // The choice (timed or forced) happens in the first step; later steps only
 // enqueue, with the stream held by a kernel that waits for the host.
 void never_waits_after_first_step(int symmetric, int step_graph) {
@@ -337,24 +322,7 @@ void never_waits_after_first_step(int symmetric, int step_graph) {
     }
     m.grads(2);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    int* flag = nullptr;
-    ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), cudaSuccess);
-    *flag = 0;
-    int* dflag = nullptr;
-    ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), cudaSuccess);
-    int clock_khz = 0;
-    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
-    hold_stream<<<1, 1, 0, user>>>(dflag, 10LL * clock_khz * 1000);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < 3; ++k) ASSERT_EQ(dmuon_step(m.opt), DMUON_SUCCESS) << dmuon_context_last_error(m.ctx);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const cudaError_t busy = cudaStreamQuery(user);
-    *reinterpret_cast<volatile int*>(flag) = 1;
-    ASSERT_EQ(cudaStreamSynchronize(user), cudaSuccess);
-    EXPECT_EQ(busy, cudaErrorNotReady) << "the stream finished before the host released it: a step waited";
-    EXPECT_LT(seconds, 2.0) << "three steps took " << seconds << " s behind a held stream";
-    cudaFreeHost(flag);
+    ASSERT_NO_FATAL_FAILURE(gputest::expect_three_steps_never_wait(m, user));
   }
   cudaStreamDestroy(user);
   remove_tree(dir);

@@ -6,13 +6,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cuda/cuda_backend.hpp"
-#include "core/context.hpp"
-#include "core/optimizer.hpp"
-#include "gpu/gpu_model.hpp"
+#include "gpu/gpu_backend.hpp"
 
 namespace {
 
+using gputest::cuda_of;
+using gputest::key_of;
 using gputest::Model;
 using gputest::Spec;
 
@@ -25,10 +24,6 @@ const std::vector<Spec> kModel = {
     {"emb", DMUON_KIND_ADAM, DMUON_DTYPE_BF16, {100, 64}},
     {"head_b", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {1001}},
 };
-
-dmuon::CudaBackend& cuda_of(Model& m) {
-  return *dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(m.ctx)->backend.get());
-}
 
 TEST(CudaStepGraph, ReplayIsBitwiseEager) {
   dmuon_options_t eager_o = DMUON_OPTIONS_INIT;
@@ -74,7 +69,7 @@ TEST(CudaStepGraph, ReplayIsBitwiseEager) {
   dmuon_get_step_count(graph.opt, &ng);
   EXPECT_EQ(ng, ne);
   EXPECT_EQ(ng, 9);
-  const auto d = cuda_of(graph).diagnostics(graph.opt->impl.stats());
+  const auto d = cuda_of(graph).diagnostics(key_of(graph));
   // Step 0 warms up, 1 captures, 2-4 replay; the no-grad step 5 and step 6
   // (back to all gradients) change the structure and run eagerly; 7 captures
   // again, 8-9 replay.
