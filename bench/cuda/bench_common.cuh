@@ -14,20 +14,11 @@
 #include <vector>
 
 #include "dmuon/dmuon.h"
+#include "support/param_spec.hpp"
 
 namespace bench {
 
-struct Param {
-  std::string name;
-  int kind;
-  int dtype;
-  std::vector<int64_t> shape;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t e : shape) n *= e;
-    return n;
-  }
-};
+using Param = dmuon_test::ParamSpec;  // name, kind, dtype, shape
 
 inline void check(int rc, const char* what, dmuon_context_t ctx = nullptr) {
   if (rc == DMUON_SUCCESS) return;

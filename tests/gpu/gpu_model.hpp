@@ -10,22 +10,12 @@
 #include <vector>
 
 #include "dmuon/dmuon.h"
+#include "support/param_spec.hpp"
 #include "support/reference.hpp"
 
 namespace gputest {
 
-struct Spec {
-  std::string name;
-  int kind;
-  int dtype;
-  std::vector<int64_t> shape;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t e : shape) n *= e;
-    return n;
-  }
-  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * (dtype == DMUON_DTYPE_FP32 ? 4 : 2); }
-};
+using Spec = dmuon_test::ParamSpec;
 
 // Deterministic gradient of parameter k at step s (test data, not a result).
 inline double grad_value(int step, int k, int64_t i, double scale = 1.0) { return scale * ref::noise(11, step, k, i); }
