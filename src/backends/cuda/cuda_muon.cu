@@ -266,13 +266,8 @@ struct NsEngine {
     if (it != st.lt_plans.end()) return it->second;
     LtPlan& p = st.lt_plans[key];
     auto layout = [&](cublasLtMatrixLayout_t& l, long rows, long cols, long ld, long stride) {
-      cublas_check(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, ld), "cublasLtMatrixLayoutCreate");
-      const int32_t count = batch;
       const int64_t offset = stride;
-      cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
-                   "cublasLtMatrixLayoutSetAttribute");
-      cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset, sizeof offset),
-                   "cublasLtMatrixLayoutSetAttribute");
+      lt_batched_layout(l, rows, cols, ld, batch, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, offset, "");
     };
     cublas_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const cublasOperation_t o1 = t1 ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = t2 ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -287,13 +282,8 @@ struct NsEngine {
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     // The heuristic's top candidates: the first is its pick, the others are
     // timed against it at the shape's first use (cuda_ns_tune.cu).
-    cublasLtMatmulHeuristicResult_t results[kNsAlgoCandidates] = {};
-    int found = 0;
-    const cublasStatus_t rc =
-        cublasLtMatmulAlgoGetHeuristic(st.lt, p.op, p.a, p.b, p.c, p.c, pref, kNsAlgoCandidates, results, &found);
+    p.algos = lt_candidates(st.lt, p.op, p.a, p.b, p.c, pref);
     cublasLtMatmulPreferenceDestroy(pref);
-    for (int i = 0; rc == CUBLAS_STATUS_SUCCESS && i < found; ++i)
-      if (results[i].state == CUBLAS_STATUS_SUCCESS) p.algos.push_back(results[i].algo);
     p.usable = !p.algos.empty();
     if (p.usable) p.algo = p.algos[0];
     return p;

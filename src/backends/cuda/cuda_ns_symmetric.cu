@@ -98,13 +98,8 @@ void make_plan(cublasLtHandle_t lt, SymPlan& pl, bool row_major, long bs, long K
   cublas_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob),
                "cublasLtMatmulDescSetAttribute (symmetric)");
   auto layout = [&](cublasLtMatrixLayout_t& l, long rows, long cols, long ld) {
-    cublas_check(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, ld), "cublasLtMatrixLayoutCreate (symmetric)");
-    const int32_t n = batch;
     const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
-    cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n),
-                 "cublasLtMatrixLayoutSetAttribute (symmetric)");
-    cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode),
-                 "cublasLtMatrixLayoutSetAttribute (symmetric)");
+    lt_batched_layout(l, rows, cols, ld, batch, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, mode, " (symmetric)");
   };
   if (row_major) {
     layout(pl.a, K, bs, K);
@@ -125,13 +120,8 @@ void make_plan(cublasLtHandle_t lt, SymPlan& pl, bool row_major, long bs, long K
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
-  cublasLtMatmulHeuristicResult_t results[kNsAlgoCandidates] = {};
-  int found = 0;
-  const cublasStatus_t rc =
-      cublasLtMatmulAlgoGetHeuristic(lt, pl.op, pl.a, pl.b, pl.c, pl.c, pref, kNsAlgoCandidates, results, &found);
+  pl.algos = lt_candidates(lt, pl.op, pl.a, pl.b, pl.c, pref);
   cublasLtMatmulPreferenceDestroy(pref);
-  for (int i = 0; rc == CUBLAS_STATUS_SUCCESS && i < found; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS) pl.algos.push_back(results[i].algo);
   pl.usable = !pl.algos.empty();
   if (pl.usable) pl.algo = pl.algos[0];
 }

@@ -108,6 +108,36 @@ inline const cublasLtMatmulAlgo_t& algo_at(const std::vector<cublasLtMatmulAlgo_
   return algos[static_cast<std::size_t>(std::min<int>(std::max(index, 0), static_cast<int>(algos.size()) - 1))];
 }
 
+// A cuBLASLt layout of `batch` bf16 column-major rows x cols matrices (leading
+// dimension ld), for the Newton-Schulz plans of cuda_muon.cu and
+// cuda_ns_symmetric.cu. How the batch is addressed differs between them, so
+// the caller names that attribute and its value (strided: the int64_t offset;
+// pointer arrays: the uint32_t batch mode). `tag` ends each call's error text.
+template <class T>
+void lt_batched_layout(cublasLtMatrixLayout_t& l, long rows, long cols, long ld, int32_t batch,
+                       cublasLtMatrixLayoutAttribute_t addressing, const T& value, const std::string& tag) {
+  cublas_check(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, ld), ("cublasLtMatrixLayoutCreate" + tag).c_str());
+  cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch),
+               ("cublasLtMatrixLayoutSetAttribute" + tag).c_str());
+  cublas_check(cublasLtMatrixLayoutSetAttribute(l, addressing, &value, sizeof value),
+               ("cublasLtMatrixLayoutSetAttribute" + tag).c_str());
+}
+
+// The heuristic's candidates for `op` on layouts a, b and c (c also the
+// output), best first, at most kNsAlgoCandidates; those it marks as failed
+// are left out, and a failed query offers none.
+inline std::vector<cublasLtMatmulAlgo_t> lt_candidates(cublasLtHandle_t lt, cublasLtMatmulDesc_t op,
+                                                       cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                       cublasLtMatrixLayout_t c, cublasLtMatmulPreference_t pref) {
+  cublasLtMatmulHeuristicResult_t results[kNsAlgoCandidates] = {};
+  int found = 0;
+  const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, kNsAlgoCandidates, results, &found);
+  std::vector<cublasLtMatmulAlgo_t> out;
+  for (int i = 0; rc == CUBLAS_STATUS_SUCCESS && i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) out.push_back(results[i].algo);
+  return out;
+}
+
 struct CudaStepState {
   static constexpr int kSlots = 8;  // steps the host may run ahead of the device
   cudaStream_t stream = nullptr;
