@@ -50,7 +50,7 @@ void fill_gradients(dmuon_optimizer_t opt, int nparams, int rank, int step) {
     dmuon_param_numel(opt, id, &n);
     std::vector<float> host(static_cast<std::size_t>(n));
     for (int64_t i = 0; i < n; ++i)
-      host[static_cast<std::size_t>(i)] = 0.01f * static_cast<float>((i * 7 + id * 3 + rank + step) % 11) - 0.05f;
+      host[static_cast<std::size_t>(i)] = verdict::grad_value(id, rank, step, i);
     expect(cudaMemcpy(g, host.data(), host.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess, "gradient upload");
   }
   expect(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize after the gradient upload");
@@ -59,14 +59,8 @@ void fill_gradients(dmuon_optimizer_t opt, int nparams, int rank, int step) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s <verdict_dir> <victim_rank> <timeout_ms>\n", argv[0]);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  verdict::start(argc, argv, 3, "<verdict_dir> <victim_rank> <timeout_ms>", rank, size);
   verdict::open(argv[1], rank);
   const int victim = std::atoi(argv[2]);
   const int timeout_ms = std::atoi(argv[3]);

@@ -49,21 +49,15 @@ void fill_gradients(dmuon_optimizer_t opt, int nparams, int rank, int step) {
     dmuon_param_view(opt, id, nullptr, &g);
     dmuon_param_numel(opt, id, &n);
     float* gf = static_cast<float*>(g);
-    for (int64_t i = 0; i < n; ++i) gf[i] = 0.01f * static_cast<float>((i * 7 + id * 3 + rank + step) % 11) - 0.05f;
+    for (int64_t i = 0; i < n; ++i) gf[i] = verdict::grad_value(id, rank, step, i);
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s <point> <verdict_dir> <victim_rank> <timeout_ms>\n", argv[0]);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  verdict::start(argc, argv, 4, "<point> <verdict_dir> <victim_rank> <timeout_ms>", rank, size);
   verdict::open(argv[2], rank);
   const int victim = std::atoi(argv[3]);
   const int timeout_ms = std::atoi(argv[4]);

@@ -3,9 +3,11 @@
 // nothing (orte_enable_recovery), so each rank collects its failed checks and
 // writes a verdict file, <dir>/rank<r>.txt, that check_verdicts.cmake judges.
 #pragma once
+#include <mpi.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -49,6 +51,25 @@ inline void write(const std::string& text) {
   std::printf("rank %d verdict: %s\n", rank, failures.empty() ? "OK" : failures.c_str());
   std::fflush(stdout);
   _exit(failures.empty() ? 0 : 1);
+}
+
+// MPI start-up of a rank-death program: this rank and the world's size; with
+// other than `args` arguments after the program's name, the usage line and
+// MPI_Abort (exit 2).
+inline void start(int& argc, char**& argv, int args, const char* usage, int& rank, int& size) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (argc != args + 1) {
+    std::fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+}
+
+// Gradient element i of parameter `id` at `step` on `rank`: small values that
+// differ by rank (so the average means something), the same in every program.
+inline float grad_value(int id, int rank, int step, int64_t i) {
+  return 0.01f * static_cast<float>((i * 7 + id * 3 + rank + step) % 11) - 0.05f;
 }
 
 inline double ms_since(std::chrono::steady_clock::time_point t0) {
