@@ -6,38 +6,18 @@
 // parameters. The copy moves half that many bytes, so it also reads and
 // writes the same total.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include <boost/program_options.hpp>
-
+#include "bench_common.hpp"
 #include "dmuon/dmuon.h"
 
 namespace po = boost::program_options;
 
-namespace {
-
-int64_t parse_count(const std::string& s) {
-  const char suffix = s.empty() ? '\0' : s.back();
-  const double base = std::stod(s);
-  if (suffix == 'M' || suffix == 'm') return static_cast<int64_t>(base * 1e6);
-  if (suffix == 'K' || suffix == 'k') return static_cast<int64_t>(base * 1e3);
-  if (suffix == 'G' || suffix == 'g') return static_cast<int64_t>(base * 1e9);
-  return static_cast<int64_t>(base);
-}
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-void check(int rc, dmuon_context_t ctx, const char* what) {
-  if (rc == DMUON_SUCCESS) return;
-  std::fprintf(stderr, "%s: %s (%s)\n", what, dmuon_error_string(rc), dmuon_context_last_error(ctx));
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-}  // namespace
+using bench::check;
+using bench::now;
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -50,20 +30,16 @@ int main(int argc, char** argv) {
       "iters", po::value(&iters)->default_value(20), "timed iterations")(
       "backend", po::value(&backend)->default_value("cpu"), "cpu, cuda or auto");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+  if (!bench::parse_options(argc, argv, desc, vm)) {
     MPI_Finalize();
     return 2;
   }
   if (vm.count("help")) {
-    std::printf("%s", (std::ostringstream() << desc).str().c_str());
+    std::printf("%s", bench::help_text(desc).c_str());
     MPI_Finalize();
     return 0;
   }
-  const int64_t total = parse_count(params_s);
+  const int64_t total = bench::parse_count(params_s);
   const int dtype = dtype_s == "bf16" ? DMUON_DTYPE_BF16 : DMUON_DTYPE_FP32;
   const int elem = dtype == DMUON_DTYPE_BF16 ? 2 : 4;
 

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,8 +21,7 @@
 #include <string>
 #include <vector>
 
-#include <boost/program_options.hpp>
-
+#include "bench_common.hpp"
 #include "core/optimizer.hpp"
 #include "dmuon/dmuon.h"
 
@@ -31,13 +29,8 @@ namespace po = boost::program_options;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-void check(int rc, dmuon_context_t ctx, const char* what) {
-  if (rc == DMUON_SUCCESS) return;
-  std::fprintf(stderr, "%s: %s (%s)\n", what, dmuon_error_string(rc), dmuon_context_last_error(ctx));
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
+using bench::check;
+using bench::now;
 
 void evict(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
@@ -83,11 +76,7 @@ int main(int argc, char** argv) {
       "adam-tensors", po::value(&adam_tensors)->default_value(64), "number of Adam tensors")(
       "reps", po::value(&reps)->default_value(3), "repetitions (the best of each is reported)");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+  if (!bench::parse_options(argc, argv, desc, vm)) {
     MPI_Finalize();
     return 2;
   }
@@ -95,11 +84,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (vm.count("help")) {
-    if (rank == 0) {
-      std::ostringstream text;
-      text << desc;
-      std::printf("%s\n", text.str().c_str());
-    }
+    if (rank == 0) std::printf("%s\n", bench::help_text(desc).c_str());
     MPI_Finalize();
     return 0;
   }
