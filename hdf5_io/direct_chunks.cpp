@@ -12,6 +12,7 @@
 #include "collective.hpp"
 #include "core/error.hpp"
 #include "crc32c.hpp"
+#include "format.hpp"
 
 namespace dmuon::ckpt {
 
@@ -428,6 +429,57 @@ std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const Dataset
     stored[k] = v;
   }
   return crcs;
+}
+
+// ------------------------------------------------------------ seal extents
+std::vector<SealExtent> data_chunk_extents(hid_t file, uint64_t base) {
+  std::vector<SealExtent> out;
+  const Kind kinds[] = {Kind::muon, Kind::adam};
+  const Buffer buffers[] = {Buffer::param, Buffer::momentum, Buffer::exp_avg, Buffer::exp_avg_sq};
+  for (const Kind k : kinds)
+    for (int di = 0; di < kNumDtypes; ++di)
+      for (const Buffer b : buffers) {
+        const std::string path = dataset_path(k, static_cast<Dtype>(di), b);
+        // Each link on the way must exist (H5Lexists fails on a missing parent).
+        bool exists = true;
+        for (std::size_t at = path.find('/', 1); exists; at = path.find('/', at + 1)) {
+          exists = H5Lexists(file, path.substr(0, at).c_str(), H5P_DEFAULT) > 0;
+          if (at == std::string::npos) break;
+        }
+        H5O_info_t info;
+        if (!exists || H5Oget_info_by_name2(file, path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+            info.type != H5O_TYPE_DATASET) {
+          hdf5_error_text();  // clears HDF5's error stack
+          continue;
+        }
+        H5Id dset = h5_dataset(H5Dopen2(file, path.c_str(), H5P_DEFAULT), DMUON_ERR_IO, "cannot open " + path);
+        H5Id dcpl(H5Dget_create_plist(dset), H5Pclose);
+        H5Id type(H5Dget_type(dset), H5Tclose);
+        if (!dcpl.valid() || !type.valid() || H5Pget_layout(dcpl) != H5D_CHUNKED || H5Pget_nfilters(dcpl) != 1)
+          continue;
+        const H5T_class_t cls = H5Tget_class(type);
+        if (cls != H5T_INTEGER && cls != H5T_FLOAT) continue;
+        unsigned flags = 0, config = 0;
+        size_t nelmts = 0;
+        char name[64];
+        if (H5Pget_filter2(dcpl, 0, &flags, &nelmts, nullptr, sizeof name, name, &config) != H5Z_FILTER_FLETCHER32)
+          continue;
+        // HDF5 1.10.8 takes no H5S_ALL here: the dataset's own space.
+        H5Id space = h5_space(H5Dget_space(dset), DMUON_ERR_IO, "cannot read the shape of " + path);
+        hsize_t n = 0;
+        h5_require(H5Dget_num_chunks(dset, space, &n) >= 0, DMUON_ERR_IO, "cannot count the chunks of " + path);
+        for (hsize_t i = 0; i < n; ++i) {
+          hsize_t offset[H5S_MAX_RANK] = {};
+          unsigned mask = 0;
+          haddr_t addr = HADDR_UNDEF;
+          hsize_t size = 0;
+          h5_require(H5Dget_chunk_info(dset, space, i, offset, &mask, &addr, &size) >= 0, DMUON_ERR_IO,
+                     "cannot locate the chunks of " + path);
+          // A chunk whose filter was skipped is not checked by fletcher32: it stays sealed.
+          if (addr != HADDR_UNDEF && size > 0 && mask == 0) out.push_back({base + addr, size});
+        }
+      }
+  return out;
 }
 
 }  // namespace dmuon::ckpt

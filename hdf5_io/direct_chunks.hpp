@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "file_seal.hpp"
 #include "fletcher32.hpp"
 #include "h5_util.hpp"
 #include "transfer.hpp"
@@ -96,6 +97,14 @@ bool direct_chunk_map(hid_t dset, const DatasetJob& job, uint64_t base, int rank
 // DMUON_ERR_CHECKPOINT_CORRUPT (a short read: truncated file).
 std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const DatasetJob& job, const ChunkMap& map,
                  Fletcher32Part* parts, uint64_t* stored, int rank, int world);
+
+// The seal's extents of an open checkpoint as it is now: every stored chunk
+// (data and fletcher32, absolute offsets, `base` = user block bytes) of each
+// buffer dataset (dataset_path) that is chunked with fletcher32 as its only
+// filter and has a numeric element type, so that its bytes are raw numbers
+// HDF5 checks and never parses. The index and /adam/step are left out: they
+// are small and stay covered by the seal. Throws DMUON_ERR_IO.
+std::vector<SealExtent> data_chunk_extents(hid_t file, uint64_t base);
 
 // A file opened with open(2) for the chunk transfers; closed by the
 // destructor when an error unwinds (the error already says what failed).

@@ -159,7 +159,7 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     if (rank == 0) require(path_exists(path), DMUON_ERR_NOT_FOUND, "'" + path + "' does not exist");
   });
   // HDF5 parses only files whose every byte is as written (it can crash on damaged ones).
-  verify_seal(comm, path);
+  const int64_t sealed_block = verify_seal(comm, path);
   OpenFile file;
   file.path = path;
   agreed(comm, [&] {
@@ -170,6 +170,11 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     H5Id fcpl = h5_plist(H5Fget_create_plist(file.h5), kCorrupt, "cannot read the file creation list of '" + path + "'");
     hsize_t user_block = 0;
     h5_require(H5Pget_userblock(fcpl, &user_block) >= 0, kCorrupt, "cannot read the user block size of '" + path + "'");
+    // The seal and HDF5 must agree where HDF5's part starts, or the extents
+    // the seal left out would not be the chunks HDF5 points to.
+    require(user_block == static_cast<hsize_t>(sealed_block), kCorrupt,
+            "'" + path + "': HDF5 says its user block is " + std::to_string(user_block) + " bytes, the seal says " +
+                std::to_string(sealed_block));
     file.base = user_block;
     file.raw.open_read(path);
   });

@@ -172,18 +172,30 @@ void write_file(const Optimizer& opt, MPI_Comm comm, const std::string& tmp, con
     H5Id fapl = skeleton_fapl();
     H5Id fcpl = h5_plist(H5Pcreate(H5P_FILE_CREATE), DMUON_ERR_IO, "cannot create a file creation list");
     H5Pset_obj_track_times(fcpl, 0);  // the root group too: reproducible file bytes
-    // Room for the whole-file seal (file_seal.hpp), written after the close.
-    h5_require(H5Pset_userblock(fcpl, kSealBytes) >= 0, DMUON_ERR_IO, "cannot reserve the seal's user block");
+    // Room for the seal (file_seal.hpp) and its list of data-chunk extents:
+    // at most one per chunk (fewer once neighbours merge), known before the
+    // file exists, as HDF5 fixes the user block at creation.
+    const int64_t block = seal_block_bytes(s.parts.size());
+    h5_require(H5Pset_userblock(fcpl, static_cast<hsize_t>(block)) >= 0, DMUON_ERR_IO,
+               "cannot reserve the seal's user block");
     H5Id file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl, fapl), DMUON_ERR_IO,
                         "cannot create '" + tmp + "'");
     write_metadata(file, meta);
     for (std::size_t i = 0; i < s.jobs.size(); ++i) {
       if (s.jobs[i].direct)
-        maps[i] = create_skeleton_dataset(file, s.jobs[i], crcs[i], static_cast<uint64_t>(kSealBytes));
+        maps[i] = create_skeleton_dataset(file, s.jobs[i], crcs[i], static_cast<uint64_t>(block));
       else
         create_and_write(file, s.jobs[i], crcs[i]);
     }
     h5_require(file.close(), DMUON_ERR_IO, "cannot close '" + tmp + "'");
+    // Seal now: every byte the seal covers is written (HDF5's structure and
+    // the small datasets), and the data chunks, which the ranks write next,
+    // are left out of it; so nothing is read back but the metadata, still in
+    // the page cache.
+    std::vector<SealExtent> extents;
+    for (std::size_t i = 0; i < s.jobs.size(); ++i)
+      for (const uint64_t a : maps[i].address) extents.push_back({a, static_cast<uint64_t>(maps[i].chunk_bytes) + 4});
+    write_seal(tmp, block, std::move(extents));
   });
   // The chunk addresses, to every rank.
   for (std::size_t i = 0; i < s.jobs.size(); ++i) {
@@ -258,7 +270,6 @@ void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_st
 
   try {
     write_file(opt, comm, tmp, meta, s, crcs);
-    seal_file(comm, tmp);
     // Every rank flushes what it wrote: on a parallel file system each
     // client holds its own dirty pages.
     agreed(comm, [&] {

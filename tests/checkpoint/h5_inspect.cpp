@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "core/error.hpp"
@@ -110,7 +111,8 @@ bool reseal(const std::string& file) {
   try {
     dmuon::ckpt::seal_file(MPI_COMM_SELF, file);
     return true;
-  } catch (const dmuon::Error&) {
+  } catch (const dmuon::Error& e) {
+    std::fprintf(stderr, "reseal('%s'): %s\n", file.c_str(), e.what());
     return false;
   }
 }

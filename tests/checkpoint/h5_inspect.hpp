@@ -20,7 +20,7 @@ bool rewrite_float(const std::string& file, const std::string& dataset, int64_t 
 bool rewrite_root_attr_i64(const std::string& file, const std::string& name, int64_t v);
 // File offset of an object's header (HDF5 metadata), user block included (-1 on failure).
 int64_t object_header_address(const std::string& file, const std::string& object);
-// Write a fresh whole-file seal (hdf5_io/file_seal.hpp) over a file changed on
+// Write a fresh seal (hdf5_io/file_seal.hpp, version 2) over a file changed on
 // purpose, so that a test reaches the checks behind the seal.
 bool reseal(const std::string& file);
 // Flip one byte of a file at `offset`.
