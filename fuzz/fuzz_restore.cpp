@@ -2,12 +2,14 @@
 // Two modes, chosen by the input's first byte:
 //  - 's': structured. The rest is a recipe (h5_recipe.hpp) applied through
 //    the HDF5 API to a copy of one of three valid checkpoints, which is then
-//    sealed again (hdf5_io/file_seal.hpp): the file passes the seal, is
+//    sealed again (hdf5_io/file_seal.hpp, seal_file: a version-2 seal listing
+//    the data chunks as HDF5 now places them): the file passes the seal, is
 //    well-formed HDF5, and exercises dmuon's own validation (the index,
 //    shapes, types, lengths, attributes, checksums).
 //  - anything else: raw. The input is the whole file (seeded with valid
-//    checkpoints by make_seed_corpus): libFuzzer's byte mutations must be
-//    refused by the seal before HDF5 parses anything.
+//    checkpoints by make_seed_corpus): libFuzzer's byte mutations of what
+//    HDF5 parses must be refused by the seal before HDF5 parses anything;
+//    mutations inside data chunks (left out of the seal) by fletcher32/CRC.
 // A restore must either succeed or refuse the file with a status that means
 // "bad file"; a refused file must leave every byte of the optimizer as it was.
 // Anything else -- another status, a changed optimizer, a crash, a leak, a

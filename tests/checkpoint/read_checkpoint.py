@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent reader of a dmuon checkpoint, written from docs/checkpoint-format.md:
-it verifies the whole-file seal, rebuilds every parameter by name from /index and verifies
+it verifies the seal (and that its extents are the data chunks), rebuilds every parameter by name from /index and verifies
 dmuon's CRC-32C of several datasets (fletcher32 is verified by HDF5 itself on every read). Exit 0 when all checks pass."""
 import sys
 
@@ -46,15 +46,28 @@ def crc32c_fast(data):
     return crc ^ 0xFFFFFFFF
 
 
-# The seal in the 512-byte user block ("Seal" in the format page), checked before h5py opens the file.
+# The seal in the user block ("Seal" in the format page), checked before h5py opens the file:
+# every byte but the data-chunk extents it lists is covered by its CRC-32C (version 2).
 with open(sys.argv[1], "rb") as raw:
     blob = raw.read()
 assert blob[:16] == b"dmuon-ckpt-seal\n", blob[:16]
-version, block, length, body_crc = struct.unpack_from("<IIQI", blob, 16)
-assert (version, block, length) == (1, 512, len(blob)), (version, block, length, len(blob))
-assert blob[36:508] == bytes(472)
-assert struct.unpack_from("<I", blob, 508)[0] == crc32c_fast(blob[:508]), "seal header crc"
-assert body_crc == crc32c_fast(blob[512:]), "seal body crc"
+assert struct.unpack_from("<I", blob, 60)[0] == crc32c_fast(blob[:60]), "seal header crc"
+version, block, length, body_crc, count, list_crc = struct.unpack_from("<IIQIII", blob, 16)
+assert version == 2 and block >= 512 and block & (block - 1) == 0, (version, block)
+assert length == len(blob) and 64 + 16 * count <= block, (length, len(blob), count, block)
+assert blob[44:60] == bytes(16)
+assert list_crc == crc32c_fast(blob[64:block]), "seal extent list crc"
+assert blob[64 + 16 * count : block] == bytes(block - 64 - 16 * count)
+extents, covered, at = [], [], block
+for i in range(count):
+    off, ln = struct.unpack_from("<QQ", blob, 64 + 16 * i)
+    assert ln > 0 and off >= at and off + ln <= length, ("extent", i, off, ln)
+    extents.append((off, off + ln))
+    covered.append(blob[at:off])
+    at = off + ln
+covered.append(blob[at:])
+assert body_crc == crc32c_fast(b"".join(covered)), "seal body crc"
+assert blob[block : block + 8] == b"\x89HDF\r\n\x1a\n"
 assert crc32c_fast(b"123456789") == crc32c(b"123456789") == 0xE3069283
 
 with h5py.File(sys.argv[1], "r") as f:
@@ -85,6 +98,25 @@ with h5py.File(sys.argv[1], "r") as f:
     lines += [f"user_attributes/{k}={text(user[k])}" for k in sorted(user.keys(), key=lambda k: k.encode())]
     meta = "".join(line + "\n" for line in lines).encode()
     assert crc32c(meta) == f.attrs["metadata_crc32c"], "metadata_crc32c"
+    # The extents are the data chunks of the buffer datasets, each chunk whole (data + fletcher32).
+    chunks = []
+    for kind, bufs in [("muon", ["param", "momentum"]), ("adam", ["param", "exp_avg", "exp_avg_sq"])]:
+        for dtype in ["fp32", "bf16"]:
+            for b in bufs:
+                name = f"{kind}/{dtype}/{b}"
+                if name in f and hasattr(f[name].id, "get_num_chunks"):
+                    d = f[name].id
+                    for i in range(d.get_num_chunks()):
+                        info = d.get_chunk_info(i)
+                        chunks.append((block + info.byte_offset, block + info.byte_offset + info.size))
+    if chunks:  # h5py >= 3 with HDF5 >= 1.10.5
+        merged = []
+        for lo, hi in sorted(chunks):
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        assert merged == extents, (merged[:4], extents[:4])
     for name in ["index", "adam/step", "adam/fp32/exp_avg", "muon/fp32/momentum", "muon/bf16/param"]:
         if name in f:
             d = f[name]
