@@ -23,5 +23,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # slow): the checkpoint resume/crash chains (their fixtures pull in saves at 3
 # to 5 ranks; test_checkpoint_integrity and the fuzzer cover restore under
 # ASan), docs snippets and Fortran wrappers; the preset already leaves out gpu,
-# slurm, install and bench.
-ctest --preset sanitize -R '_np[12]$' -L 'unit|adam|muon|hardening|checkpoint' -E 'checkpoint_resume|checkpoint_crash' "$@"
+# slurm, install and bench. Also left out: test_replan, which provokes a failed
+# allocation by lowering RLIMIT_AS; ASan reserves terabytes of shadow address
+# space and its own allocator aborts under such a limit, so the test cannot
+# mean anything there (it runs in the normal suite).
+ctest --preset sanitize -R '_np[12]$' -L 'unit|adam|muon|hardening|checkpoint' -E 'checkpoint_resume|checkpoint_crash|test_replan' "$@"
