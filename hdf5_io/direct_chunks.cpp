@@ -212,32 +212,6 @@ ChunkMap create_skeleton_dataset(hid_t file, const DatasetJob& job, uint32_t crc
 
 namespace {
 
-void pwrite_all(int fd, const std::string& path, const char* p, std::size_t n, uint64_t at) {
-  while (n > 0) {
-    const ssize_t got = ::pwrite(fd, p, n, static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) fail(DMUON_ERR_IO, "cannot write '" + path + "': " + std::strerror(got < 0 ? errno : EIO));
-    p += got;
-    n -= static_cast<std::size_t>(got);
-    at += static_cast<uint64_t>(got);
-  }
-}
-
-bool pread_all(int fd, char* p, std::size_t n, uint64_t at, int& err) {
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      err = got < 0 ? errno : 0;
-      return false;
-    }
-    p += got;
-    n -= static_cast<std::size_t>(got);
-    at += static_cast<uint64_t>(got);
-  }
-  return true;
-}
-
 // Every run of a piece that lies inside one chunk, in file order.
 template <class F>
 void for_each_run(const DatasetJob& job, const ChunkMap& map, F&& f) {
@@ -251,26 +225,6 @@ void for_each_run(const DatasetJob& job, const ChunkMap& map, F&& f) {
 }
 
 }  // namespace
-
-PosixFile::~PosixFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void PosixFile::open_write(const std::string& path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd_ < 0) fail(DMUON_ERR_IO, "cannot open '" + path + "' for writing: " + std::strerror(errno));
-}
-
-void PosixFile::open_read(const std::string& path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) fail(DMUON_ERR_IO, "cannot open '" + path + "': " + std::strerror(errno));
-}
-
-void PosixFile::close(const std::string& path) {
-  const int fd = fd_;
-  fd_ = -1;
-  if (fd >= 0 && ::close(fd) != 0) fail(DMUON_ERR_IO, "cannot close '" + path + "': " + std::strerror(errno));
-}
 
 namespace {
 
@@ -323,8 +277,9 @@ std::vector<CrcPiece> checksum_chunks(const DatasetJob& job, int64_t chunk_eleme
 void write_chunks(int fd, const std::string& path, const DatasetJob& job, const ChunkMap& map) {
   const int64_t es = static_cast<int64_t>(job.elem);
   for_each_run(job, map, [&](int64_t k, int64_t in_chunk, int64_t mem, int64_t count) {
-    pwrite_all(fd, path, job.host + mem * es, static_cast<std::size_t>(count * es),
-               map.address[static_cast<std::size_t>(k)] + static_cast<uint64_t>(in_chunk * es));
+    pwrite_exact(fd, job.host + mem * es, static_cast<std::size_t>(count * es),
+                 map.address[static_cast<std::size_t>(k)] + static_cast<uint64_t>(in_chunk * es),
+                 "cannot write '" + path + "'");
   });
 }
 
@@ -353,7 +308,7 @@ void write_checksums(int fd, const std::string& path, const ChunkMap& map, const
                      int world) {
   for (std::size_t k = static_cast<std::size_t>(rank); k < map.address.size(); k += static_cast<std::size_t>(world)) {
     const uint32_t v = fletcher32_value(parts[k]);  // little-endian in the file, as H5Zfletcher32.c stores it
-    pwrite_all(fd, path, reinterpret_cast<const char*>(&v), 4, map.address[k] + static_cast<uint64_t>(map.chunk_bytes));
+    pwrite_exact(fd, &v, 4, map.address[k] + static_cast<uint64_t>(map.chunk_bytes), "cannot write '" + path + "'");
   }
 }
 
@@ -405,8 +360,8 @@ std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const Dataset
   std::vector<CrcPiece> crcs = crc_start(job);
   // Block by block: each block is checksummed while the read left it in cache.
   for_each_block(job, map, [&](std::size_t piece, int64_t k, int64_t pos, const char* data, int64_t bytes) {
-    if (!pread_all(fd, const_cast<char*>(data), static_cast<std::size_t>(bytes),
-                   map.address[static_cast<std::size_t>(k)] + static_cast<uint64_t>(pos), err))
+    if (!pread_exact(fd, const_cast<char*>(data), static_cast<std::size_t>(bytes),
+                     map.address[static_cast<std::size_t>(k)] + static_cast<uint64_t>(pos), &err))
       fail_read(err);
     crcs[piece].crc = crc32c(data, static_cast<std::size_t>(bytes), crcs[piece].crc);
     fletcher32_add(parts[k], fletcher32_part(data, static_cast<std::size_t>(bytes), static_cast<uint64_t>(pos),
@@ -420,12 +375,12 @@ std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const Dataset
     const int64_t used = std::min(map.chunk_bytes, job.total * es - k * map.chunk_bytes);
     if (used < map.chunk_bytes) {
       std::vector<char> tail(static_cast<std::size_t>(map.chunk_bytes - used));
-      if (!pread_all(fd, tail.data(), tail.size(), at + static_cast<uint64_t>(used), err)) fail_read(err);
+      if (!pread_exact(fd, tail.data(), tail.size(), at + static_cast<uint64_t>(used), &err)) fail_read(err);
       fletcher32_add(parts[k], fletcher32_part(tail.data(), tail.size(), static_cast<uint64_t>(used),
                                                static_cast<uint64_t>(map.chunk_bytes)));
     }
     uint32_t v = 0;
-    if (!pread_all(fd, reinterpret_cast<char*>(&v), 4, at + static_cast<uint64_t>(map.chunk_bytes), err)) fail_read(err);
+    if (!pread_exact(fd, reinterpret_cast<char*>(&v), 4, at + static_cast<uint64_t>(map.chunk_bytes), &err)) fail_read(err);
     stored[k] = v;
   }
   return crcs;

@@ -30,6 +30,7 @@
 #include "file_seal.hpp"
 #include "fletcher32.hpp"
 #include "h5_util.hpp"
+#include "posix_io.hpp"
 #include "transfer.hpp"
 
 namespace dmuon::ckpt {
@@ -105,23 +106,6 @@ std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const Dataset
 // HDF5 checks and never parses. The index and /adam/step are left out: they
 // are small and stay covered by the seal. Throws DMUON_ERR_IO.
 std::vector<SealExtent> data_chunk_extents(hid_t file, uint64_t base);
-
-// A file opened with open(2) for the chunk transfers; closed by the
-// destructor when an error unwinds (the error already says what failed).
-class PosixFile {
- public:
-  PosixFile() = default;
-  ~PosixFile();
-  PosixFile(const PosixFile&) = delete;
-  PosixFile& operator=(const PosixFile&) = delete;
-  void open_write(const std::string& path);  // the existing file; throws DMUON_ERR_IO
-  void open_read(const std::string& path);   // throws DMUON_ERR_IO
-  void close(const std::string& path);       // throws DMUON_ERR_IO (a failed close may mean lost writes)
-  int fd() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
 
 // Chunks of a dataset of `total` elements in chunks of `chunk` elements.
 inline int64_t chunk_count(int64_t total, int64_t chunk) { return chunk > 0 ? (total + chunk - 1) / chunk : 0; }

@@ -1,9 +1,5 @@
 #include "file_seal.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -15,6 +11,7 @@
 #include "direct_chunks.hpp"
 #include "format.hpp"
 #include "h5_util.hpp"
+#include "posix_io.hpp"
 
 namespace dmuon::ckpt {
 namespace {
@@ -67,39 +64,12 @@ void store(unsigned char* b, std::size_t at, T v) {
 [[noreturn]] void io_fail(const std::string& what, int err) { fail(DMUON_ERR_IO, what + ": " + std::strerror(err)); }
 
 // A file descriptor closed on every path.
-class Fd {
- public:
-  Fd(const std::string& path, int flags) : fd_(::open(path.c_str(), flags | O_CLOEXEC)) {
-    if (fd_ < 0) io_fail("cannot open '" + path + "'", errno);
-  }
-  ~Fd() { ::close(fd_); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-int64_t file_length(const Fd& fd, const std::string& path) {
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) io_fail("cannot stat '" + path + "'", errno);
-  return static_cast<int64_t>(st.st_size);
-}
-
 // Read exactly n bytes at `at`; false when the file ends first.
 bool pread_all(int fd, void* buf, std::size_t n, int64_t at, const std::string& path) {
-  auto* p = static_cast<unsigned char*>(buf);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) io_fail("cannot read '" + path + "'", errno);
-    if (got == 0) return false;
-    p += got;
-    n -= static_cast<std::size_t>(got);
-    at += got;
-  }
-  return true;
+  int err = 0;
+  if (pread_exact(fd, buf, n, static_cast<uint64_t>(at), &err)) return true;
+  if (err) io_fail("cannot read '" + path + "'", err);
+  return false;
 }
 
 // What the seal covers: [block, length) without the extents, as file ranges
@@ -153,10 +123,11 @@ struct Header {
 // Rank 0: the header and extent list of `path`, checked (see the top).
 Header read_header(const std::string& path) {
   const std::string file = "'" + path + "'";
-  Fd fd(path, O_RDONLY);
-  const int64_t actual = file_length(fd, path);
+  PosixFile fd;
+  fd.open_read(path);
+  const int64_t actual = fd.size(path);
   std::vector<unsigned char> b(static_cast<std::size_t>(kMinBlock));
-  require(actual >= kMinBlock && pread_all(fd.get(), b.data(), b.size(), 0, path), kCorrupt,
+  require(actual >= kMinBlock && pread_all(fd.fd(), b.data(), b.size(), 0, path), kCorrupt,
           file + " is " + std::to_string(actual) + " bytes, too short to hold its seal (" + std::to_string(kMinBlock) +
               " bytes): truncated, or not a dmuon checkpoint");
   require(std::memcmp(b.data(), kMagic, sizeof kMagic) == 0, kCorrupt,
@@ -195,7 +166,7 @@ Header read_header(const std::string& path) {
           file + ": the seal lists " + std::to_string(count) + " extents, more than its user block of " +
               std::to_string(h.block) + " bytes holds");
   b.resize(static_cast<std::size_t>(h.block));
-  require(pread_all(fd.get(), b.data() + kMinBlock, b.size() - kMinBlock, kMinBlock, path), kCorrupt,
+  require(pread_all(fd.fd(), b.data() + kMinBlock, b.size() - kMinBlock, kMinBlock, path), kCorrupt,
           file + " ends inside its user block (truncated)");
   require(load<uint32_t>(b.data(), kListCrcAt) == crc32c(b.data() + kListAt, b.size() - kListAt), kCorrupt,
           file + ": the seal's extent list is damaged (its CRC-32C does not match)");
@@ -242,8 +213,9 @@ std::vector<SealExtent> merge_extents(std::vector<SealExtent> extents) {
 void write_seal(const std::string& path, int64_t block, std::vector<SealExtent> extents) {
   require(block >= kMinBlock && block <= kMaxBlock && (block & (block - 1)) == 0, DMUON_ERR_INTERNAL,
           "write_seal: invalid user block size " + std::to_string(block));
-  Fd fd(path, O_RDWR);
-  const int64_t length = file_length(fd, path);
+  PosixFile fd;
+  fd.open_read_write(path);
+  const int64_t length = fd.size(path);
   require(length >= block, DMUON_ERR_IO,
           "'" + path + "' is shorter than its user block: HDF5 did not reserve room for the seal");
   extents = merge_extents(std::move(extents));
@@ -260,7 +232,7 @@ void write_seal(const std::string& path, int64_t block, std::vector<SealExtent> 
             DMUON_ERR_INTERNAL, "write_seal: a data extent of '" + path + "' lies outside its HDF5 part");
   const std::vector<SealExtent> ranges = covered_ranges(block, length, extents);
   uint32_t crc = 0;
-  if (!crc_of_share(fd.get(), path, ranges, 0, covered_bytes(ranges), crc))
+  if (!crc_of_share(fd.fd(), path, ranges, 0, covered_bytes(ranges), crc))
     fail(DMUON_ERR_IO, "'" + path + "' shrank while it was being sealed");
   std::vector<unsigned char> b(static_cast<std::size_t>(block), 0);
   std::memcpy(b.data(), kMagic, sizeof kMagic);
@@ -275,17 +247,7 @@ void write_seal(const std::string& path, int64_t block, std::vector<SealExtent> 
   }
   store<uint32_t>(b.data(), kListCrcAt, crc32c(b.data() + kListAt, b.size() - kListAt));
   store<uint32_t>(b.data(), kHeaderCrcAt, crc32c(b.data(), kHeaderCrcAt));
-  const unsigned char* p = b.data();
-  std::size_t left = b.size();
-  off_t at = 0;
-  while (left > 0) {
-    const ssize_t n = ::pwrite(fd.get(), p, left, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) io_fail("cannot write the seal of '" + path + "'", n < 0 ? errno : ENOSPC);
-    p += n;
-    left -= static_cast<std::size_t>(n);
-    at += n;
-  }
+  pwrite_exact(fd.fd(), b.data(), b.size(), 0, "cannot write the seal of '" + path + "'");
 }
 
 void seal_file(MPI_Comm comm, const std::string& path) {
@@ -337,9 +299,10 @@ int64_t verify_seal(MPI_Comm comm, const std::string& path) {
     if (rank >= share_world) return;
     const auto [lo, hi] = even_share(total, rank, share_world);
     if (hi <= lo) return;
-    Fd fd(path, O_RDONLY);
+    PosixFile fd;
+    fd.open_read(path);
     uint32_t crc = 0;
-    require(crc_of_share(fd.get(), path, ranges, lo, hi, crc), kCorrupt,
+    require(crc_of_share(fd.fd(), path, ranges, lo, hi, crc), kCorrupt,
             "'" + path + "' ended before the " + std::to_string(h.length) + " bytes its seal covers (truncated)");
     mine.push_back({lo, hi - lo, crc});
   });

@@ -1,0 +1,38 @@
+// Plain POSIX file access for the parts of a checkpoint dmuon reads and
+// writes itself (the data chunks, the seal): one owner of the descriptor and
+// the EINTR/short-transfer loops, so that both paths fail the same way.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dmuon::ckpt {
+
+// A file opened with open(2); closed by the destructor when an error unwinds
+// (the error already says what failed).
+class PosixFile {
+ public:
+  PosixFile() = default;
+  ~PosixFile();
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
+  void open_write(const std::string& path);       // the existing file; throws DMUON_ERR_IO
+  void open_read(const std::string& path);        // throws DMUON_ERR_IO
+  void open_read_write(const std::string& path);  // throws DMUON_ERR_IO
+  void close(const std::string& path);            // throws DMUON_ERR_IO (a failed close may mean lost writes)
+  int64_t size(const std::string& path) const;    // fstat; throws DMUON_ERR_IO
+  int fd() const { return fd_; }
+
+ private:
+  void open_with(const std::string& path, int flags, const char* purpose);
+  int fd_ = -1;
+};
+
+// Reads exactly n bytes at `at`. False when it cannot: *err is then errno, or
+// 0 when the file ended first (the caller says which is a damaged file).
+bool pread_exact(int fd, void* buf, std::size_t n, uint64_t at, int* err);
+
+// Writes exactly n bytes at `at`; throws DMUON_ERR_IO "<what>: <strerror>".
+void pwrite_exact(int fd, const void* buf, std::size_t n, uint64_t at, const std::string& what);
+
+}  // namespace dmuon::ckpt
