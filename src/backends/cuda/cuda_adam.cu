@@ -3,6 +3,8 @@
 // eager one bit for bit), the clip/guard statistics, and the fused AdamW pass
 // reading the scalar table with 16-byte accesses.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "backends/cuda/cuda_block_sum.cuh"
@@ -36,7 +38,6 @@ __global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_
 
 // Element access in groups of V (16 bytes of parameters), then the shared
 // element function of scalar_table.hpp on each.
-constexpr int64_t kChunkElements = 8192;
 
 template <class T>
 struct Vec;
@@ -81,9 +82,7 @@ __device__ inline void store_f4(float* p, const float* in, int n) {
 // are read on the device: no host branch depends on the step's outcome. The
 // row's scalars are derived once per block; each thread keeps kUnroll vectors
 // of loads in flight to cover memory latency.
-constexpr int kUnroll = 2;
-
-template <class T>
+template <class T, int kUnroll>
 __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, const T* __restrict__ grad,
                                                        float* __restrict__ m, float* __restrict__ v,
                                                        const AdamChunk* __restrict__ chunks,
@@ -145,6 +144,47 @@ const T* typed(const void* p, int64_t offset) {
   return static_cast<const T*>(p) + offset;
 }
 
+// Elements per block and vectors in flight per thread, per parameter dtype.
+// The defaults were measured on the H200 (docs/benchmarks.md, "CUDA": one
+// vector per thread beat two or four, most for bf16, whose eight-element
+// vectors already keep enough loads in flight);
+// DMUON_ADAM_TILING_FP32 / DMUON_ADAM_TILING_BF16 = "<unroll>:<chunk>"
+// (unroll 1, 2 or 4; chunk a multiple of 2048 elements) override them, for
+// measuring other devices. Read once per process.
+struct AdamTiling {
+  int unroll;
+  int64_t chunk;
+};
+// A malformed value keeps the default (the library prints nothing; the
+// bench prints the tiling it ran with).
+AdamTiling tiling_from_env(const char* name, AdamTiling fallback) {
+  const char* v = std::getenv(name);
+  int unroll = 0;
+  long long chunk = 0;
+  char tail = 0;
+  if (v == nullptr || std::sscanf(v, "%d:%lld%c", &unroll, &chunk, &tail) != 2) return fallback;
+  if ((unroll != 1 && unroll != 2 && unroll != 4) || chunk < 2048 || chunk > (1 << 22) || chunk % 2048) return fallback;
+  return {unroll, chunk};
+}
+AdamTiling adam_tiling(Dtype d) {
+  static const AdamTiling tiling[kNumDtypes] = {
+      tiling_from_env("DMUON_ADAM_TILING_FP32", {1, 8192}),
+      tiling_from_env("DMUON_ADAM_TILING_BF16", {1, 8192}),
+  };
+  return tiling[static_cast<int>(d)];
+}
+
+template <class T>
+void launch_adam(int unroll, int blocks, cudaStream_t stream, T* param, const T* grad, float* m, float* v,
+                 const AdamChunk* chunks, const AdamScalarRow* rows, const int64_t* steps, const StepStats* stats) {
+  if (unroll == 1)
+    adam_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, chunks, rows, steps, stats);
+  else if (unroll == 4)
+    adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, chunks, rows, steps, stats);
+  else
+    adam_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, chunks, rows, steps, stats);
+}
+
 }  // namespace
 
 void CudaBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) {
@@ -183,8 +223,8 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const Ad
     // first step, and uploaded from pinned memory without waiting.
     std::vector<AdamChunk> lists[kNumDtypes];
     for (int k = 0; k < num_rows; ++k)
-      for (int64_t s = 0; s < rows[k].numel; s += kChunkElements)
-        lists[rows[k].dtype].push_back(AdamChunk{k, 0, rows[k].offset + s, std::min(kChunkElements, rows[k].numel - s)});
+      for (int64_t s = 0, chunk = adam_tiling(static_cast<Dtype>(rows[k].dtype)).chunk; s < rows[k].numel; s += chunk)
+        lists[rows[k].dtype].push_back(AdamChunk{k, 0, rows[k].offset + s, std::min(chunk, rows[k].numel - s)});
     // The old lists may still be read by queued work (only after a re-plan);
     // the wait is bounded by collective_timeout_ms like every host wait.
     if (st.chunks_host) wait_for("Adam chunk lists (re-plan)", {st.stream}, nullptr);
@@ -212,13 +252,13 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const Ad
   for (int d = 0; d < kNumDtypes; ++d) {
     if (!st.num_chunks[d]) continue;
     const AdamBuffers& b = buffers[d];
+    const int unroll = adam_tiling(static_cast<Dtype>(d)).unroll;
     if (static_cast<Dtype>(d) == Dtype::fp32)
-      adam_kernel<<<st.num_chunks[d], kThreads, 0, st.stream>>>(static_cast<float*>(b.param), static_cast<const float*>(b.grad),
-                                                              b.exp_avg, b.exp_avg_sq, st.chunks[d], dev_rows, steps, stats);
+      launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<float*>(b.param), static_cast<const float*>(b.grad),
+                  b.exp_avg, b.exp_avg_sq, st.chunks[d], dev_rows, steps, stats);
     else
-      adam_kernel<<<st.num_chunks[d], kThreads, 0, st.stream>>>(static_cast<uint16_t*>(b.param),
-                                                              static_cast<const uint16_t*>(b.grad), b.exp_avg,
-                                                              b.exp_avg_sq, st.chunks[d], dev_rows, steps, stats);
+      launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<uint16_t*>(b.param),
+                  static_cast<const uint16_t*>(b.grad), b.exp_avg, b.exp_avg_sq, st.chunks[d], dev_rows, steps, stats);
     launch_check("adam_kernel");
   }
   adam_advance<<<(num_rows + kThreads - 1) / kThreads, kThreads, 0, st.stream>>>(dev_rows, num_rows, steps, stats);
