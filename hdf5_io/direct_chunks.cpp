@@ -350,7 +350,7 @@ bool direct_chunk_map(hid_t dset, const DatasetJob& job, uint64_t base, int rank
 }
 
 std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const DatasetJob& job, const ChunkMap& map,
-                                  Fletcher32Part* parts, uint64_t* stored, int rank, int world) {
+                                  Fletcher32Part* parts, uint64_t* stored, int rank, int world, ReadAhead* ahead) {
   const int64_t es = static_cast<int64_t>(job.elem);
   const auto fail_read = [&](int err) {
     if (err) fail(DMUON_ERR_IO, "cannot read '" + path + "': " + std::strerror(err));
@@ -360,6 +360,7 @@ std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const Dataset
   std::vector<CrcPiece> crcs = crc_start(job);
   // Block by block: each block is checksummed while the read left it in cache.
   for_each_block(job, map, [&](std::size_t piece, int64_t k, int64_t pos, const char* data, int64_t bytes) {
+    if (ahead) ahead->advance(static_cast<uint64_t>(bytes));
     if (!pread_exact(fd, const_cast<char*>(data), static_cast<std::size_t>(bytes),
                      map.address[static_cast<std::size_t>(k)] + static_cast<uint64_t>(pos), &err))
       fail_read(err);
@@ -384,6 +385,14 @@ std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const Dataset
     stored[k] = v;
   }
   return crcs;
+}
+
+void add_read_ranges(const DatasetJob& job, const ChunkMap& map, ReadAhead& ahead) {
+  const int64_t es = static_cast<int64_t>(job.elem);
+  for_each_run(job, map, [&](int64_t k, int64_t in_chunk, int64_t, int64_t count) {
+    ahead.add(map.address[static_cast<std::size_t>(k)] + static_cast<uint64_t>(in_chunk * es),
+              static_cast<uint64_t>(count * es));
+  });
 }
 
 // ------------------------------------------------------------ seal extents

@@ -96,8 +96,13 @@ bool direct_chunk_map(hid_t dset, const DatasetJob& job, uint64_t base, int rank
 // rank + world, ... also the dataset's zero tail in the last chunk and the
 // stored checksum (into stored[chunk]). Throws DMUON_ERR_IO or
 // DMUON_ERR_CHECKPOINT_CORRUPT (a short read: truncated file).
+// `ahead`, when given, holds this job's ranges (add_read_ranges) and is told
+// of each block before it is read.
 std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const DatasetJob& job, const ChunkMap& map,
-                 Fletcher32Part* parts, uint64_t* stored, int rank, int world);
+                 Fletcher32Part* parts, uint64_t* stored, int rank, int world, ReadAhead* ahead);
+
+// The file ranges read_chunks will read for `job`, in its order.
+void add_read_ranges(const DatasetJob& job, const ChunkMap& map, ReadAhead& ahead);
 
 // The seal's extents of an open checkpoint as it is now: every stored chunk
 // (data and fletcher32, absolute offsets, `base` = user block bytes) of each

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -62,6 +63,33 @@ void pwrite_exact(int fd, const void* buf, std::size_t n, uint64_t at, const std
     p += got;
     n -= static_cast<std::size_t>(got);
     at += static_cast<uint64_t>(got);
+  }
+}
+
+void ReadAhead::add(uint64_t at, uint64_t bytes) {
+  // Pieces of at most 8 MiB, so the window moves in steps much smaller than itself.
+  constexpr uint64_t kPiece = uint64_t{8} << 20;
+  while (bytes > 0) {
+    if (!ranges_.empty() && ranges_.back().at + ranges_.back().bytes == at && ranges_.back().bytes < kPiece) {
+      const uint64_t grow = std::min(bytes, kPiece - ranges_.back().bytes);
+      ranges_.back().bytes += grow;
+      at += grow;
+      bytes -= grow;
+    } else {
+      const uint64_t take = std::min(bytes, kPiece);
+      ranges_.push_back({at, take});
+      at += take;
+      bytes -= take;
+    }
+  }
+}
+
+void ReadAhead::advance(uint64_t bytes) {
+  read_ += bytes;
+  while (next_ < ranges_.size() && hinted_ < read_ + window_) {
+    const Range& r = ranges_[next_++];
+    (void)::posix_fadvise(fd_, static_cast<off_t>(r.at), static_cast<off_t>(r.bytes), POSIX_FADV_WILLNEED);
+    hinted_ += r.bytes;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dmuon::ckpt {
 
@@ -34,5 +35,29 @@ bool pread_exact(int fd, void* buf, std::size_t n, uint64_t at, int* err);
 
 // Writes exactly n bytes at `at`; throws DMUON_ERR_IO "<what>: <strerror>".
 void pwrite_exact(int fd, const void* buf, std::size_t n, uint64_t at, const std::string& what);
+
+// Keeps the storage busy while a reader checksums what it read: the reader
+// declares the byte ranges it will read, in order, and reports its progress;
+// the ranges up to `window` bytes ahead of it are handed to the kernel
+// (posix_fadvise WILLNEED starts their reads without waiting for them). A
+// reader that waits for each block before checksumming it leaves the device
+// idle for the checksum's time otherwise. Hints only: an error is ignored,
+// the reads themselves still report theirs.
+class ReadAhead {
+ public:
+  ReadAhead(int fd, uint64_t window) : fd_(fd), window_(window) {}
+  void add(uint64_t at, uint64_t bytes);  // the next range the reader will read
+  void advance(uint64_t bytes);           // the reader is about to read this many more bytes
+
+ private:
+  struct Range {
+    uint64_t at, bytes;
+  };
+  int fd_;
+  uint64_t window_;
+  std::vector<Range> ranges_;
+  std::size_t next_ = 0;
+  uint64_t hinted_ = 0, read_ = 0;
+};
 
 }  // namespace dmuon::ckpt

@@ -4,6 +4,8 @@
 // optimizer's state. Each rank reads its own Muon matrices (under the plan it
 // will use) and an even share of the Adam buffers; all-gathers complete them.
 #include <algorithm>
+#include <deque>
+#include <functional>
 #include <map>
 
 #include "atomic_files.hpp"
@@ -111,27 +113,46 @@ struct OpenFile {
   std::string path;
 };
 
-// Read this rank's pieces (its chunks directly when the dataset's layout
-// allows, on every rank, else through HDF5) and verify every chunk's
-// fletcher32 and the whole dataset's CRC collectively.
-void read_verified(MPI_Comm comm, OpenFile& f, const DatasetJob& job) {
+// A dataset opened for reading: its chunk map when every rank can read its
+// chunks directly (else HDF5 reads it), and the stored CRC-32C.
+struct OpenedRead {
+  DatasetJob job;
+  H5Id dset;
+  uint32_t stored = 0;
+  ChunkMap map;
+  bool direct = false;
+};
+
+// Collective: open the dataset and agree on how it is read.
+OpenedRead open_read(MPI_Comm comm, OpenFile& f, DatasetJob job) {
   int rank = 0, world = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &world);
-  uint32_t stored = 0;
-  H5Id dset;
-  ChunkMap map;
+  OpenedRead o;
+  o.job = std::move(job);
   int direct = 0;
   agreed(comm, [&] {
-    dset = open_for_read(f.h5, job, stored);
-    direct = direct_chunk_map(dset, job, f.base, rank, world, map) ? 1 : 0;
+    o.dset = open_for_read(f.h5, o.job, o.stored);
+    direct = direct_chunk_map(o.dset, o.job, f.base, rank, world, o.map) ? 1 : 0;
   });
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &direct, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (chunk layout)");
+  o.direct = direct != 0;
+  return o;
+}
+
+// Read this rank's pieces into o.job.host (its chunks directly when it can,
+// else through HDF5) and verify every chunk's fletcher32 and the whole
+// dataset's CRC collectively.
+void read_verified(MPI_Comm comm, OpenFile& f, const OpenedRead& o, ReadAhead* ahead) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  const DatasetJob& job = o.job;
   std::vector<CrcPiece> crcs;
-  if (direct) {
-    std::vector<Fletcher32Part> parts(map.address.size());
-    std::vector<uint64_t> sums(map.address.size(), 0);
-    agreed(comm, [&] { crcs = read_chunks(f.raw.fd(), f.path, job, map, parts.data(), sums.data(), rank, world); });
+  if (o.direct) {
+    std::vector<Fletcher32Part> parts(o.map.address.size());
+    std::vector<uint64_t> sums(o.map.address.size(), 0);
+    agreed(comm, [&] { crcs = read_chunks(f.raw.fd(), f.path, job, o.map, parts.data(), sums.data(), rank, world, ahead); });
     sum_parts(comm, parts, &sums);
     agreed(comm, [&] {
       for (std::size_t k = 0; k < parts.size(); ++k)
@@ -139,14 +160,29 @@ void read_verified(MPI_Comm comm, OpenFile& f, const DatasetJob& job) {
                 "chunk " + std::to_string(k) + " of " + job.path + " fails its fletcher32 checksum");
     });
   } else {
-    agreed(comm, [&] { read_with_hdf5(dset, job); });
+    agreed(comm, [&] { read_with_hdf5(o.dset, job); });
     crcs = crc_pieces(job);
   }
   const uint32_t crc = combine_crc(comm, crcs, job.total * static_cast<int64_t>(job.elem));
   agreed(comm, [&] {
-    require(crc == stored, kCorrupt, "the checksum of " + job.path + " does not match its data");
+    require(crc == o.stored, kCorrupt, "the checksum of " + job.path + " does not match its data");
   });
 }
+
+// One data dataset of a restore: where its pieces go (allocated only when it
+// is read, so that the read-ahead of the first datasets overlaps the zeroing
+// of the staging memory) and what completes the buffer afterwards.
+struct DataRead {
+  DatasetJob job;  // host set by allocate()
+  std::function<char*()> allocate;
+  std::function<void()> finish;
+};
+
+// Bytes of the data chunks a rank asks the kernel to read ahead of itself:
+// enough to cover the zeroing of staging memory and the checksums of the
+// blocks in between (a few tenths of a second of a local disk), small
+// against the page cache.
+constexpr uint64_t kReadAheadBytes = uint64_t{256} << 20;
 
 Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   const dmuon_context_s& ctx = *opt.context();
@@ -236,20 +272,29 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     if (params[i].kind == Kind::adam) fc.adam_params.push_back(static_cast<int>(i));
   }
 
+  // Every data dataset first (nothing allocated), so the read-ahead can run
+  // across datasets; then each is allocated, read, verified and completed.
+  // The moments' staging comes from a host-addressable backend itself, so
+  // that the commit hands the blocks over instead of copying them.
+  Backend* owner = opt.backend().host_addressable() ? &opt.backend() : nullptr;
+  const auto staging = [owner](std::size_t bytes) { return owner ? HostBuffer(*owner, bytes) : HostBuffer(bytes); };
+  std::vector<DataRead> reads;
+  std::deque<HostBuffer> canonical;  // staging of out-of-order Adam shares, freed when moved
   for (int di = 0; di < kNumDtypes; ++di) {
     const Dtype d = static_cast<Dtype>(di);
     const std::size_t es = dtype_size(d);
     const int64_t seg = r.layout.muon[static_cast<std::size_t>(di)].segment_elements;
     if (fc.muon_total[di] > 0) {
-      r.muon_param[di] = HostBuffer(static_cast<std::size_t>(seg * world) * es);
-      r.muon_momentum[di] = HostBuffer(static_cast<std::size_t>(seg) * 4);
-      read_verified(comm, file,
-                    job_for(dataset_path(Kind::muon, d, Buffer::param), file_type(d, Buffer::param), es, fc.muon_total[di],
-                            muon_pieces(planned, fc, d, rank, seg, false), r.muon_param[di].data(), seg * world));
-      read_verified(comm, file,
-                    job_for(dataset_path(Kind::muon, d, Buffer::momentum), file_type(d, Buffer::momentum), 4,
-                            fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, true), r.muon_momentum[di].data(), seg));
-      agreed(comm, [&] { allgather_segments(comm, r.muon_param[di].data(), static_cast<std::size_t>(seg) * es); });
+      HostBuffer* param = &r.muon_param[di];
+      HostBuffer* momentum = &r.muon_momentum[di];
+      reads.push_back({job_for(dataset_path(Kind::muon, d, Buffer::param), file_type(d, Buffer::param), es,
+                               fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, false), nullptr, seg * world),
+                       [=] { return (*param = HostBuffer(static_cast<std::size_t>(seg * world) * es)).data(); },
+                       [=] { agreed(comm, [&] { allgather_segments(comm, param->data(), static_cast<std::size_t>(seg) * es); }); }});
+      reads.push_back({job_for(dataset_path(Kind::muon, d, Buffer::momentum), file_type(d, Buffer::momentum), 4,
+                               fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, true), nullptr, seg),
+                       [=] { return (*momentum = staging(static_cast<std::size_t>(seg) * 4)).data(); },
+                       [] {}});
     }
     const int64_t total = fc.adam_total[di];
     if (total > 0) {
@@ -278,42 +323,68 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
       const auto [lo, hi] = even_share(total, rank, world);
       const std::pair<Buffer, std::size_t> bufs[] = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
       for (const auto& entry : bufs) {
-        // Plain variables, not a structured binding: C++17 lets no lambda capture one.
         const Buffer b = entry.first;
         const std::size_t size = entry.second;
         const std::string dpath = dataset_path(Kind::adam, d, b);
-        HostBuffer image(static_cast<std::size_t>(padded) * size);
+        HostBuffer* image = &(b == Buffer::param ? r.adam_param : b == Buffer::exp_avg ? r.adam_m : r.adam_v)[di];
+        const auto allocate_image = [=] {
+          return (*image = b == Buffer::param ? HostBuffer(static_cast<std::size_t>(padded) * size)
+                                              : staging(static_cast<std::size_t>(padded) * size))
+              .data();
+        };
         if (in_order) {
-          read_verified(comm, file, job_for(dpath, file_type(d, b), size, total, share[static_cast<std::size_t>(rank)],
-                                            image.data(), padded));
-          agreed(comm, [&] {
-            std::vector<int64_t> c(counts), o(displs);
-            for (auto& x : c) x *= static_cast<int64_t>(size);
-            for (auto& x : o) x *= static_cast<int64_t>(size);
-            allgatherv_bytes(comm, image.data(), c, o);
-          });
+          reads.push_back({job_for(dpath, file_type(d, b), size, total, share[static_cast<std::size_t>(rank)], nullptr, padded),
+                           allocate_image, [=] {
+                             agreed(comm, [&] {
+                               std::vector<int64_t> c(counts), o(displs);
+                               for (auto& x : c) x *= static_cast<int64_t>(size);
+                               for (auto& x : o) x *= static_cast<int64_t>(size);
+                               allgatherv_bytes(comm, image->data(), c, o);
+                             });
+                           }});
         } else {
-          HostBuffer canon(static_cast<std::size_t>(total) * size);
-          read_verified(comm, file, job_for(dpath, file_type(d, b), size, total, {{lo, lo, hi - lo}}, canon.data(), total));
-          agreed(comm, [&] {
-            std::vector<int64_t> c, o;
-            for (int q = 0; q < world; ++q) {
-              const auto [x, y] = even_share(total, q, world);
-              o.push_back(x * static_cast<int64_t>(size));
-              c.push_back((y - x) * static_cast<int64_t>(size));
-            }
-            allgatherv_bytes(comm, canon.data(), c, o);
-          });
-          for (std::size_t i = 0; i < planned.size(); ++i) {
-            const ParamRecord& p = planned[i];
-            if (p.kind != Kind::adam || p.dtype != d) continue;
-            std::copy_n(canon.data() + fc.offset[i] * static_cast<int64_t>(size), p.numel * static_cast<int64_t>(size),
-                        image.data() + p.offset * static_cast<int64_t>(size));
-          }
+          canonical.emplace_back();
+          HostBuffer* canon = &canonical.back();
+          reads.push_back({job_for(dpath, file_type(d, b), size, total, {{lo, lo, hi - lo}}, nullptr, total),
+                           [=] { return (*canon = HostBuffer(static_cast<std::size_t>(total) * size)).data(); },
+                           [=, &planned, &fc] {
+                             agreed(comm, [&] {
+                               std::vector<int64_t> c, o;
+                               for (int q = 0; q < world; ++q) {
+                                 const auto [x, y] = even_share(total, q, world);
+                                 o.push_back(x * static_cast<int64_t>(size));
+                                 c.push_back((y - x) * static_cast<int64_t>(size));
+                               }
+                               allgatherv_bytes(comm, canon->data(), c, o);
+                             });
+                             agreed(comm, [&] {
+                               allocate_image();
+                               for (std::size_t i = 0; i < planned.size(); ++i) {
+                                 const ParamRecord& p = planned[i];
+                                 if (p.kind != Kind::adam || p.dtype != d) continue;
+                                 std::copy_n(canon->data() + fc.offset[i] * static_cast<int64_t>(size),
+                                             p.numel * static_cast<int64_t>(size),
+                                             image->data() + p.offset * static_cast<int64_t>(size));
+                               }
+                               *canon = HostBuffer();
+                             });
+                           }});
         }
-        (b == Buffer::param ? r.adam_param : b == Buffer::exp_avg ? r.adam_m : r.adam_v)[di] = std::move(image);
       }
     }
+  }
+  std::vector<OpenedRead> opened;
+  ReadAhead ahead(file.raw.fd(), kReadAheadBytes);
+  for (DataRead& dr : reads) {
+    opened.push_back(open_read(comm, file, std::move(dr.job)));
+    if (opened.back().direct) add_read_ranges(opened.back().job, opened.back().map, ahead);
+  }
+  ahead.advance(0);
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    agreed(comm, [&] { opened[i].job.host = reads[i].allocate(); });
+    read_verified(comm, file, opened[i], &ahead);
+    reads[i].finish();
+    opened[i].dset.close();
   }
 
   // Step counters: small, read whole by every rank, mapped by name.
@@ -349,19 +420,27 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
     if (p.kind == Kind::muon) current.push_back(p.owner);
   if (current != r.owners) opt.replan(r.owners);
   Backend& b = opt.backend();
+  // The parameters are copied in (the user holds views of them); a staged
+  // moment block of the backend's own with the buffer's exact size takes its
+  // buffer's place instead.
+  const auto place = [&b](float* dst, HostBuffer& staged, std::size_t bytes) -> float* {
+    if (staged.empty()) return nullptr;
+    if (staged.owned_by(b) && staged.size() == bytes) return reinterpret_cast<float*>(staged.release());
+    b.upload(dst, staged.data(), staged.size());
+    return nullptr;
+  };
   for (int di = 0; di < kNumDtypes; ++di) {
     const Dtype d = static_cast<Dtype>(di);
     const MuonBuffers& mb = opt.muon_buffers(d);
-    if (!r.muon_param[di].empty()) {
-      b.upload(mb.param, r.muon_param[di].data(), r.muon_param[di].size());
-      b.upload(mb.momentum, r.muon_momentum[di].data(), r.muon_momentum[di].size());
-    }
     const AdamBuffers& ab = opt.adam_buffers(d);
-    if (!r.adam_param[di].empty()) {
-      b.upload(ab.param, r.adam_param[di].data(), r.adam_param[di].size());
-      b.upload(ab.exp_avg, r.adam_m[di].data(), r.adam_m[di].size());
-      b.upload(ab.exp_avg_sq, r.adam_v[di].data(), r.adam_v[di].size());
-    }
+    if (!r.muon_param[di].empty()) b.upload(mb.param, r.muon_param[di].data(), r.muon_param[di].size());
+    if (!r.adam_param[di].empty()) b.upload(ab.param, r.adam_param[di].data(), r.adam_param[di].size());
+    const auto na = static_cast<std::size_t>(ab.elements);
+    Optimizer::StateBlocks blocks;
+    blocks.muon_momentum = place(mb.momentum, r.muon_momentum[di], static_cast<std::size_t>(mb.segment_elements) * 4);
+    blocks.adam_m = place(ab.exp_avg, r.adam_m[di], na * 4);
+    blocks.adam_v = place(ab.exp_avg_sq, r.adam_v[di], na * 4);
+    opt.adopt_state(d, blocks);
   }
   if (opt.layout().num_adam_rows > 0)
     b.upload(opt.adam_steps(), r.adam_steps.data(), static_cast<std::size_t>(opt.layout().num_adam_rows) * 8);

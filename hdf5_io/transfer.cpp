@@ -20,9 +20,23 @@ HostBuffer::HostBuffer(std::size_t bytes) : n_(bytes) {
   // pages, but the first restore of a process stalled in compaction (1.3-2.4 s).
   void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  p_ = std::unique_ptr<char, Unmap>(static_cast<char*>(p), Unmap{length});
+  p_ = std::unique_ptr<char, Free>(static_cast<char*>(p), Free{length, nullptr});
 }
-void HostBuffer::Unmap::operator()(char* p) const noexcept { ::munmap(p, length); }
+
+HostBuffer::HostBuffer(Backend& owner, std::size_t bytes) : n_(bytes) {
+  if (bytes == 0) {
+    *this = HostBuffer(bytes);
+    return;
+  }
+  p_ = std::unique_ptr<char, Free>(static_cast<char*>(owner.allocate(bytes)), Free{bytes, &owner});
+}
+
+void HostBuffer::Free::operator()(char* p) const noexcept {
+  if (owner)
+    owner->release(p);
+  else
+    ::munmap(p, length);
+}
 
 std::vector<Piece> merge_pieces(std::vector<Piece> pieces) {
   std::vector<Piece> out;

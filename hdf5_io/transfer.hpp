@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "collective.hpp"
 #include "format.hpp"
 #include "h5_util.hpp"
@@ -18,21 +19,30 @@ namespace dmuon::ckpt {
 // Zeroed host memory for restore staging, mapped from the kernel and
 // populated in one call: zero pages without a memset pass, and without a
 // page fault per 4 KiB (a gigabyte of those cost more than reading it from
-// the page cache).
+// the page cache). Or, for a backend whose memory is host memory, a block of
+// the backend's own, which the optimizer can take over without a copy.
 class HostBuffer {
  public:
   HostBuffer() = default;
   explicit HostBuffer(std::size_t bytes);
+  HostBuffer(Backend& owner, std::size_t bytes);
   char* data() const { return p_.get(); }
   std::size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
+  bool owned_by(const Backend& b) const { return p_ && p_.get_deleter().owner == &b; }
+  // Hands the block over (to the optimizer): the caller now owns it.
+  char* release() {
+    n_ = 0;
+    return p_.release();
+  }
 
  private:
-  struct Unmap {
+  struct Free {
     std::size_t length;  // no initializer: GCC needs none to default-construct it here
+    Backend* owner;      // null: from mmap
     void operator()(char* p) const noexcept;
   };
-  std::unique_ptr<char, Unmap> p_;
+  std::unique_ptr<char, Free> p_;
   std::size_t n_ = 0;
 };
 

@@ -72,6 +72,10 @@ class Backend {
 
   // Memory in the backend's space. allocate() returns zero-filled memory.
   virtual void* allocate(std::size_t bytes) = 0;
+  // True when that memory is plain host memory the library may fill with
+  // pread: a restore then reads into blocks of the backend's own and hands
+  // them to the optimizer instead of copying them in (hdf5_io/reader.cpp).
+  virtual bool host_addressable() const { return false; }
   virtual void release(void* p) noexcept = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;

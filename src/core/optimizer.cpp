@@ -113,6 +113,18 @@ void Optimizer::replan(const std::vector<int>& owners) {
   build_muon_batches();
 }
 
+void Optimizer::adopt_state(Dtype d, const StateBlocks& blocks) noexcept {
+  Backend& b = backend();
+  const auto take = [&b](float*& slot, float* block) {
+    if (!block) return;
+    b.release(slot);
+    slot = block;
+  };
+  take(muon_[static_cast<int>(d)].momentum, blocks.muon_momentum);
+  take(adam_[static_cast<int>(d)].exp_avg, blocks.adam_m);
+  take(adam_[static_cast<int>(d)].exp_avg_sq, blocks.adam_v);
+}
+
 void Optimizer::allocate_storage() {
   Backend& b = backend();
   try {

@@ -49,6 +49,17 @@ class Optimizer {
   StepStats* stats() const { return stats_; }          // backend memory
   // Re-plan with a given owner list (checkpoint restore on the same world size).
   void replan(const std::vector<int>& owners);
+  // Restore on a host-addressable backend: blocks this backend allocated, of
+  // exactly the storage's sizes, take the place of the Muon momentum and Adam
+  // moments of dtype d instead of being copied into them (null: that buffer
+  // stays); the replaced blocks are released. Not the parameters: the user
+  // holds views of them (dmuon_param_view).
+  struct StateBlocks {
+    float* muon_momentum = nullptr;
+    float* adam_m = nullptr;
+    float* adam_v = nullptr;
+  };
+  void adopt_state(Dtype d, const StateBlocks& blocks) noexcept;
 
   std::map<std::string, std::string> user_attributes;      // saved with checkpoints
   std::map<std::string, std::string> restored_attributes;  // read by the last restore

@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -15,6 +16,7 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
 
   void* allocate(std::size_t bytes) override;
+  bool host_addressable() const override { return true; }
   void release(void* p) noexcept override;
   void zero(void* p, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
@@ -46,6 +48,7 @@ class CpuBackend final : public Backend {
   std::vector<float> scratch_;  // fp32 staging for bf16 collectives
   int timeout_ms_ = 0;          // 0: blocking collectives
   std::vector<float> muon_workspace_;  // Newton-Schulz matrices of one chunk (cpu_muon.cpp), kept between steps
+  std::unordered_map<void*, std::size_t> mapped_;  // blocks from mmap (large ones) and their lengths
 };
 
 }  // namespace dmuon
