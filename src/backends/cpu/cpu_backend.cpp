@@ -112,6 +112,7 @@ void* CpuBackend::allocate(std::size_t bytes) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     try {
+      const std::lock_guard<std::mutex> lock(mapped_mutex_);
       mapped_.emplace(p, bytes);
     } catch (...) {
       ::munmap(p, bytes);
@@ -128,13 +129,19 @@ void* CpuBackend::allocate(std::size_t bytes) {
 void CpuBackend::release(void* p) noexcept {
   if (p == nullptr) return;
   if (!failed_status()) {
-    const auto it = mapped_.find(p);
-    if (it == mapped_.end()) {
-      std::free(p);
-    } else {
-      ::munmap(p, it->second);
-      mapped_.erase(it);
+    std::size_t length = 0;
+    {
+      const std::lock_guard<std::mutex> lock(mapped_mutex_);
+      const auto it = mapped_.find(p);
+      if (it != mapped_.end()) {
+        length = it->second;
+        mapped_.erase(it);
+      }
     }
+    if (length)
+      ::munmap(p, length);
+    else
+      std::free(p);
     return;
   }
   try {  // an abandoned collective may still write here

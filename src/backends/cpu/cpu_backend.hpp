@@ -1,6 +1,7 @@
 // The CPU backend: host memory, MPI collectives, loops and BLAS.
 #pragma once
 #include <functional>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,7 +49,10 @@ class CpuBackend final : public Backend {
   std::vector<float> scratch_;  // fp32 staging for bf16 collectives
   int timeout_ms_ = 0;          // 0: blocking collectives
   std::vector<float> muon_workspace_;  // Newton-Schulz matrices of one chunk (cpu_muon.cpp), kept between steps
-  std::unordered_map<void*, std::size_t> mapped_;  // blocks from mmap (large ones) and their lengths
+  // Blocks from mmap (large ones) and their lengths. Guarded: a restore
+  // allocates its next staging block on a helper thread (hdf5_io/reader.cpp).
+  std::mutex mapped_mutex_;
+  std::unordered_map<void*, std::size_t> mapped_;
 };
 
 }  // namespace dmuon
