@@ -201,8 +201,12 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   OpenFile file;
   file.path = path;
   agreed(comm, [&] {
+    // Every rank opens the file on its own (HDF5's POSIX driver): a restore
+    // only reads, each rank what it needs, so nothing needs MPI-IO. (On the
+    // GPU machine's host, opening the five data datasets at 4 ranks took
+    // 0.12 s this way and 0.15 s through MPI-IO, one run each.)
     H5Id fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS), DMUON_ERR_IO, "cannot create a file access list");
-    h5_require(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) >= 0, DMUON_ERR_IO, "cannot select MPI-IO");
+    h5_require(H5Pset_fapl_sec2(fapl) >= 0, DMUON_ERR_IO, "cannot select HDF5's POSIX driver");
     file.h5 = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), kCorrupt,
                       "'" + path + "' is not a readable HDF5 file (damaged or truncated)");
     H5Id fcpl = h5_plist(H5Fget_create_plist(file.h5), kCorrupt, "cannot read the file creation list of '" + path + "'");
@@ -375,18 +379,11 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
       }
     }
   }
-  std::vector<OpenedRead> opened;
-  ReadAhead ahead(file.raw.fd(), kReadAheadBytes);
-  for (DataRead& dr : reads) {
-    opened.push_back(open_read(comm, file, std::move(dr.job)));
-    if (opened.back().direct) add_read_ranges(opened.back().job, opened.back().map, ahead);
-  }
-  ahead.advance(0);
   // The kernel zeroes and maps staging memory at about 3 GB/s on the GPU
-  // machine's host (a VM), as long as reading it from its disk: the next
-  // dataset's staging is allocated on a helper thread while this one reads.
-  // The future is declared after `r`, so an error waits for it before the
-  // staging it filled in is released.
+  // machine's host (a VM), as long as reading it from its disk: each
+  // dataset's staging is allocated on a helper thread while the datasets are
+  // opened or the one before is read. The future is declared after `r`, so
+  // an error waits for it before the staging it filled in is released.
   const auto allocate_async = [&reads](std::size_t i) {
     try {
       return std::async(std::launch::async, reads[i].allocate);
@@ -396,6 +393,16 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   };
   std::future<char*> next;
   if (!reads.empty()) next = allocate_async(0);
+  // Each dataset's chunks are handed to the read-ahead as soon as they are
+  // located, so the disk streams the first ones while the chunk indexes of
+  // the others are still being read (cold, in small reads).
+  std::vector<OpenedRead> opened;
+  ReadAhead ahead(file.raw.fd(), kReadAheadBytes);
+  for (DataRead& dr : reads) {
+    opened.push_back(open_read(comm, file, std::move(dr.job)));
+    if (opened.back().direct) add_read_ranges(opened.back().job, opened.back().map, ahead);
+    ahead.advance(0);
+  }
   for (std::size_t i = 0; i < reads.size(); ++i) {
     agreed(comm, [&] { opened[i].job.host = next.get(); });
     if (i + 1 < reads.size()) next = allocate_async(i + 1);
