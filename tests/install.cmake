@@ -1,7 +1,8 @@
 # The package and the examples: install into a temporary prefix and build
 # outside C and Fortran projects against it (find_package and pkg-config);
-# the examples on 2 ranks (signal checkpoint-and-exit, restart, C and Fortran
-# agreeing); the README's demo, short.
+# the examples on 2 ranks (signal checkpoint-and-exit, restart, restart from a
+# checkpoint whose plan is not theirs, C and Fortran agreeing); the README's
+# demo, short.
 set(install_test_dir ${CMAKE_CURRENT_SOURCE_DIR}/install)
 set(example_work ${CMAKE_CURRENT_BINARY_DIR}/example_runs)
 set(example_env ${DMUON_TEST_ENV} OMPI_MCA_rmaps_base_oversubscribe=1)
@@ -18,18 +19,25 @@ if(NOT DMUON_BUILD_EXAMPLES)
   return()
 endif()
 set(example_config ${PROJECT_SOURCE_DIR}/examples/surrogate.cfg)
-set(example_tests example_c_signal_restart)
+set(example_tests example_c_signal_restart example_c_replanned_restart)
 add_test(NAME example_c_signal_restart
          COMMAND ${install_test_dir}/example_signal_restart.sh $<TARGET_FILE:burgers_surrogate_c> ${example_config}
                  ${example_work}/c_signal ${MPIEXEC_EXECUTABLE})
+# A restore that re-plans the storage (ckpt_tool, tests/checkpoint.cmake, writes the checkpoint).
+add_test(NAME example_c_replanned_restart
+         COMMAND ${install_test_dir}/example_replanned_restart.sh $<TARGET_FILE:burgers_surrogate_c> ${example_config}
+                 ${example_work}/c_replanned ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:ckpt_tool>)
 if(DMuon_HAS_FORTRAN)
   add_test(NAME example_fortran_signal_restart
            COMMAND ${install_test_dir}/example_signal_restart.sh $<TARGET_FILE:burgers_surrogate_f> ${example_config}
                    ${example_work}/f_signal ${MPIEXEC_EXECUTABLE})
+  add_test(NAME example_fortran_replanned_restart
+           COMMAND ${install_test_dir}/example_replanned_restart.sh $<TARGET_FILE:burgers_surrogate_f>
+                   ${example_config} ${example_work}/f_replanned ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:ckpt_tool>)
   add_test(NAME example_c_fortran_agree
            COMMAND ${install_test_dir}/examples_agree.sh $<TARGET_FILE:burgers_surrogate_c>
                    $<TARGET_FILE:burgers_surrogate_f> ${example_config} ${example_work}/agree ${MPIEXEC_EXECUTABLE})
-  list(APPEND example_tests example_fortran_signal_restart example_c_fortran_agree)
+  list(APPEND example_tests example_fortran_signal_restart example_fortran_replanned_restart example_c_fortran_agree)
 endif()
 set_tests_properties(${example_tests} PROPERTIES LABELS "example;mpi" ENVIRONMENT "${example_env}" PROCESSORS 2
                      TIMEOUT 300)

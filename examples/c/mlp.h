@@ -30,8 +30,9 @@ typedef struct mlp {
  * use_muon, the hidden-to-hidden weights are Muon matrices and the first and
  * last weights and all biases AdamW; without, everything is AdamW. */
 int mlp_register(mlp *m, dmuon_optimizer_t opt, int n_in, int hidden, int layers, int use_muon);
-/* After dmuon_optimizer_finalize: takes the views (on_device: the backend
- * keeps them in device memory) and allocates the workspace. */
+/* After dmuon_optimizer_finalize and after dmuon_checkpoint_restore (a
+ * restore may move dmuon's storage): takes the views (on_device: the backend
+ * keeps them in device memory) and allocates the workspace. Call it once. */
 int mlp_bind(mlp *m, dmuon_optimizer_t opt, int batch, int on_device);
 /* Uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) weights, zero biases; the same on
  * every rank. Writes dmuon's parameters. */

@@ -100,24 +100,28 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
   CHECK(dmuon_optimizer_create(ctx, &o, &opt));
   CHECK(mlp_register(&net, opt, 2 * cfg->stencil + 1, cfg->hidden, cfg->layers, use_muon));
   CHECK(dmuon_optimizer_finalize(opt));
-  char backend[16] = "?";
-  CHECK(dmuon_context_backend(ctx, backend, sizeof backend));
-  CHECK(mlp_bind(&net, opt, cfg->batch, strcmp(backend, "cuda") == 0));
-  CHECK(mlp_init(&net, cfg->seed));
-  /* SIGUSR1 (sent by SLURM before the time limit) asks for checkpoint-and-exit. */
-  CHECK(dmuon_install_signal_handler(ctx, SIGUSR1));
-  CHECK(dmuon_install_signal_handler(ctx, SIGTERM));
-
+  int restored = 0;
   if (cfg->restart) {
-    int64_t restored = 0;
-    const int rc = dmuon_checkpoint_restore(opt, cfg->checkpoint_dir, &restored);
+    int64_t user_step = 0;
+    const int rc = dmuon_checkpoint_restore(opt, cfg->checkpoint_dir, &user_step);
     if (rc == DMUON_SUCCESS) {
-      start = (int)restored;
+      restored = 1;
+      start = (int)user_step;
       if (rank == 0) printf("restored %s at step %d\n", cfg->checkpoint_dir, start);
     } else if (rc != DMUON_ERR_NOT_FOUND) {
       CHECK(rc);
     }
   }
+  /* Take the views after the restore: a restore may re-plan dmuon's storage,
+   * and views taken before it would then point to freed memory. */
+  char backend[16] = "?";
+  CHECK(dmuon_context_backend(ctx, backend, sizeof backend));
+  CHECK(mlp_bind(&net, opt, cfg->batch, strcmp(backend, "cuda") == 0));
+  if (!restored) CHECK(mlp_init(&net, cfg->seed));
+  /* SIGUSR1 (sent by SLURM before the time limit) asks for checkpoint-and-exit. */
+  CHECK(dmuon_install_signal_handler(ctx, SIGUSR1));
+  CHECK(dmuon_install_signal_handler(ctx, SIGTERM));
+
   if (replay_simulation(&sim, cfg, start)) goto done;
   CHECK(dmuon_checkpoint_set_attribute(opt, "example", "burgers_surrogate"));
   CHECK(dmuon_checkpoint_set_attribute(opt, "optimizer", cfg->optimizer));

@@ -24,7 +24,7 @@ program burgers_surrogate
   double precision :: loss_sum(2), global(2), t0, t_log, now, lr_factor
   integer(c_int64_t) :: restored
   integer :: rank, nranks, start, step, done_steps, since_log, ierr, csv, width
-  logical :: ok, use_muon, requested
+  logical :: ok, use_muon, requested, resumed
 
   interface
     ! POSIX mkdir, for the checkpoint directory (an existing one is fine)
@@ -64,16 +64,12 @@ program burgers_surrogate
   width = 2 * cfg%stencil + 1
   call mlp_register(net, opt, width, cfg%hidden, cfg%layers, use_muon)
   call dmuon_optimizer_finalize(opt)
-  call dmuon_context_backend(ctx, backend)
-  call mlp_bind(net, opt, cfg%batch, backend == "cuda")
-  call mlp_init(net, cfg%seed)
-  call dmuon_install_signal_handler(ctx, SIGUSR1)
-  call dmuon_install_signal_handler(ctx, SIGTERM)
-
   start = 0
+  resumed = .false.
   if (cfg%restart /= 0) then
     call dmuon_checkpoint_restore(opt, cfg%checkpoint_dir, restored, ierr)
     if (ierr == DMUON_SUCCESS) then
+      resumed = .true.
       start = int(restored)
       if (rank == 0) write (*, '("restored ",a," at step ",i0)') trim(cfg%checkpoint_dir), start
     else if (ierr /= DMUON_ERR_NOT_FOUND) then
@@ -81,6 +77,14 @@ program burgers_surrogate
       error stop 1
     end if
   end if
+  ! Take the views after the restore: a restore may re-plan dmuon's storage,
+  ! and views taken before it would then point to freed memory.
+  call dmuon_context_backend(ctx, backend)
+  call mlp_bind(net, opt, cfg%batch, backend == "cuda")
+  if (.not. resumed) call mlp_init(net, cfg%seed)
+  call dmuon_install_signal_handler(ctx, SIGUSR1)
+  call dmuon_install_signal_handler(ctx, SIGTERM)
+
   ! The data depend only on the step: replay the simulation up to `start`.
   call burgers_set_initial(sim, cfg%seed, start / cfg%episode)
   call burgers_advance(sim, mod(start, cfg%episode) * cfg%horizon)

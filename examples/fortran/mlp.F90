@@ -80,8 +80,9 @@ contains
     end do
   end subroutine mlp_register
 
-  !> After dmuon_optimizer_finalize: the views (on_device: device memory,
-  !> then host mirrors are allocated), and the activation storage.
+  !> After dmuon_optimizer_finalize and after dmuon_checkpoint_restore (a
+  !> restore may move dmuon's storage): the views (on_device: device memory,
+  !> then host mirrors are allocated), and the activation storage. Call it once.
   subroutine mlp_bind(m, opt, batch, on_device)
     type(mlp), intent(inout) :: m
     type(dmuon_optimizer), intent(in) :: opt

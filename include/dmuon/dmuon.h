@@ -234,7 +234,10 @@ int dmuon_param_id(dmuon_optimizer_t opt, const char *name, int *id);
 /**
  * Pointers into the library's flat storage for parameter @p id: its values and
  * its gradient, contiguous row-major, on the backend's memory (host for "cpu",
- * device for "cuda"). Either out pointer may be NULL. Valid until destroy.
+ * device for "cuda"). Either out pointer may be NULL. Valid until the
+ * optimizer is destroyed or a dmuon_checkpoint_restore() succeeds: a restore
+ * may re-plan the flat storage (free it and allocate another, where each
+ * parameter has another offset), so take the views again after it.
  */
 int dmuon_param_view(dmuon_optimizer_t opt, int id, void **data, void **grad);
 /** Number of elements of parameter @p id. */
@@ -315,7 +318,9 @@ int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char *dir, int64_t user_s
  * Restore (collective) from @p path: a checkpoint file, or a directory whose
  * "latest" is followed, falling back to the newest older checkpoint that
  * verifies. Writes the restored user step into @p user_step (may be NULL).
- * On any failure the optimizer is unchanged.
+ * On any failure the optimizer is unchanged. On success every pointer from
+ * dmuon_param_view() is invalid (the restore may have re-planned the flat
+ * storage): take the views again.
  */
 int dmuon_checkpoint_restore(dmuon_optimizer_t opt, const char *path, int64_t *user_step);
 /** Attach a free-form string attribute saved with the next checkpoints. */

@@ -61,7 +61,9 @@ module dmuon
   !> Views of a parameter's values and gradient: real(c_float) pointers for
   !> fp32, integer(c_int16_t) (raw bfloat16 bits) for bf16, of the
   !> parameter's own rank (1 to 4) and Fortran shape; a rank-1 pointer gives
-  !> the flat view of a parameter of any rank.
+  !> the flat view of a parameter of any rank. Valid until the optimizer is
+  !> destroyed or a dmuon_checkpoint_restore succeeds (a restore may re-plan
+  !> the storage): call dmuon_param_view again after a restore.
   interface dmuon_param_view
     module procedure view_f32_1, view_f32_2, view_f32_3, view_f32_4, &
                      view_bf16_1, view_bf16_2, view_bf16_3, view_bf16_4
@@ -509,6 +511,8 @@ contains
     call check(c_dmuon_checkpoint_save(opt%ptr, to_c(dir), user_step, o), opt%ctx, "dmuon_checkpoint_save", ierr)
   end subroutine dmuon_checkpoint_save
 
+  !> On success the pointers from dmuon_param_view are invalid (the storage
+  !> may have been re-planned): take the views again.
   subroutine dmuon_checkpoint_restore(opt, path, user_step, ierr)
     type(dmuon_optimizer), intent(inout) :: opt
     character(len=*), intent(in) :: path

@@ -48,14 +48,15 @@ inline std::vector<Spec> mixed_model() {
   };
 }
 
-// A run on MPI_COMM_WORLD: context, optimizer, model registered and finalized.
+// A run on `comm` (MPI_COMM_WORLD unless told): context, optimizer, model registered and finalized.
 class ModelRun {
  public:
-  explicit ModelRun(const std::vector<Spec>& model, uint64_t seed = 1) : model_(model) {
+  explicit ModelRun(const std::vector<Spec>& model, uint64_t seed = 1, MPI_Comm comm = MPI_COMM_WORLD)
+      : model_(model) {
     dmuon_options_t o = DMUON_OPTIONS_INIT;
     o.adam_weight_decay = 0.05;
     o.muon_weight_decay = 0.01;
-    check(dmuon_context_create(MPI_COMM_WORLD, "cpu", &ctx), "context");
+    check(dmuon_context_create(comm, "cpu", &ctx), "context");
     dmuon_context_rank(ctx, &rank, &world);
     check(dmuon_optimizer_create(ctx, &o, &opt), "optimizer");
     for (const Spec& s : model_)

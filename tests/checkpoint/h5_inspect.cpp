@@ -129,4 +129,21 @@ int64_t file_size(const std::string& file) {
   return ::stat(file.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
 }
 
+std::vector<dmuon::ckpt::IndexRow> read_index(const std::string& file) {
+  std::vector<dmuon::ckpt::IndexRow> rows;
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return rows;
+  hid_t d = H5Dopen2(f, dmuon::ckpt::kIndexPath, H5P_DEFAULT);
+  hid_t space = d >= 0 ? H5Dget_space(d) : H5I_INVALID_HID;
+  const hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : 0;
+  hid_t type = dmuon::ckpt::index_file_type();  // packed little-endian: the host's layout too
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(n > 0 ? n : 0) * dmuon::ckpt::kIndexRowBytes);
+  if (n > 0 && H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) >= 0) rows = dmuon::ckpt::unpack_index(bytes);
+  H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  if (d >= 0) H5Dclose(d);
+  H5Fclose(f);
+  return rows;
+}
+
 }  // namespace ckpt_test

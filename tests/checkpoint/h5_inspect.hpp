@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "format.hpp"
 
 namespace ckpt_test {
 
@@ -27,5 +30,7 @@ bool reseal(const std::string& file);
 bool flip_byte(const std::string& file, int64_t offset);
 bool copy_file(const std::string& from, const std::string& to);
 int64_t file_size(const std::string& file);
+// The rows of a checkpoint's /index: the model that saved it, in its registration order (empty on failure).
+std::vector<dmuon::ckpt::IndexRow> read_index(const std::string& file);
 
 }  // namespace ckpt_test

@@ -59,6 +59,9 @@ program test_f_checkpoint
 
   call dmuon_checkpoint_restore(opt, dir, user_step, ierr)
   call expect_status(ierr, DMUON_SUCCESS, "restore the directory's latest")
+  ! A restore may re-plan the storage: the views are taken again.
+  call dmuon_param_view(opt, id_w, w, gw)
+  call dmuon_param_view(opt, id_b, b, gb)
   call expect(user_step == 3, "the user step comes back")
   call expect(all(w == w_saved) .and. all(b == b_saved), "parameters come back bitwise")
   call dmuon_get_step_count(opt, count)
