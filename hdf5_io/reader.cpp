@@ -444,9 +444,10 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
     if (p.kind == Kind::muon) current.push_back(p.owner);
   if (current != r.owners) opt.replan(r.owners);
   Backend& b = opt.backend();
-  // The parameters are copied in (the user holds views of them); a staged
-  // moment block of the backend's own with the buffer's exact size takes its
-  // buffer's place instead.
+  // The parameters are copied in, so that their views stay where they were
+  // when the plan is unchanged (the contract still asks callers to take them
+  // again); a staged moment block of the backend's own with the buffer's
+  // exact size takes its buffer's place instead.
   const auto place = [&b](float* dst, HostBuffer& staged, std::size_t bytes) -> float* {
     if (staged.empty()) return nullptr;
     if (staged.owned_by(b) && staged.size() == bytes) return reinterpret_cast<float*>(staged.release());
