@@ -87,7 +87,8 @@ void write_checksums(int fd, const std::string& path, const ChunkMap& map, const
 // Restore side: the chunk map of an open dataset when it has the layout the
 // direct path handles (see the top of this file) and `job` can use it, for
 // the chunks this rank reads plus the ones whose checksum it reads (rank,
-// rank + world, ...); false when HDF5 must read it instead.
+// rank + world, ...; rank 0 of world 1: every chunk, which the restore
+// looks up once and broadcasts); false when HDF5 must read it instead.
 bool direct_chunk_map(hid_t dset, const DatasetJob& job, uint64_t base, int rank, int world, ChunkMap& map);
 
 // Read this rank's elements from the chunks with pread into job.host, add

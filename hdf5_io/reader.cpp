@@ -132,13 +132,27 @@ OpenedRead open_read(MPI_Comm comm, OpenFile& f, DatasetJob job) {
   MPI_Comm_size(comm, &world);
   OpenedRead o;
   o.job = std::move(job);
-  int direct = 0;
+  // Rank 0 alone looks every chunk up and sends the map: the chunk index is
+  // read cold in small reads, and four ranks doing so at once took 0.12-0.17 s
+  // for five datasets on the GPU machine's host, against 0.04 s for one.
+  int64_t head[4] = {0, 0, 0, 0};  // direct, chunk elements, chunk bytes, chunks
   agreed(comm, [&] {
     o.dset = open_for_read(f.h5, o.job, o.stored);
-    direct = direct_chunk_map(o.dset, o.job, f.base, rank, world, o.map) ? 1 : 0;
+    if (rank == 0 && direct_chunk_map(o.dset, o.job, f.base, 0, 1, o.map))
+      head[0] = 1, head[1] = o.map.chunk_elements, head[2] = o.map.chunk_bytes,
+      head[3] = static_cast<int64_t>(o.map.address.size());
   });
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &direct, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (chunk layout)");
-  o.direct = direct != 0;
+  check_mpi(MPI_Bcast(head, 4, MPI_INT64_T, 0, comm), "MPI_Bcast (chunk layout)");
+  o.direct = head[0] != 0;
+  if (o.direct && world > 1) {
+    o.map.chunk_elements = head[1];
+    o.map.chunk_bytes = head[2];
+    o.map.address.resize(static_cast<std::size_t>(head[3]));
+    for (std::size_t at = 0; at < o.map.address.size(); at += std::size_t{1} << 28)
+      check_mpi(MPI_Bcast(o.map.address.data() + at, static_cast<int>(std::min(o.map.address.size() - at, std::size_t{1} << 28)),
+                          MPI_UINT64_T, 0, comm),
+                "MPI_Bcast (chunk addresses)");
+  }
   return o;
 }
 
