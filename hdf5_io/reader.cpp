@@ -343,6 +343,7 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
       const auto [lo, hi] = even_share(total, rank, world);
       const std::pair<Buffer, std::size_t> bufs[] = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
       for (const auto& entry : bufs) {
+        // Plain variables, not a structured binding: C++17 lets no lambda capture one.
         const Buffer b = entry.first;
         const std::size_t size = entry.second;
         const std::string dpath = dataset_path(Kind::adam, d, b);

@@ -52,8 +52,9 @@ class Optimizer {
   // Restore on a host-addressable backend: blocks this backend allocated, of
   // exactly the storage's sizes, take the place of the Muon momentum and Adam
   // moments of dtype d instead of being copied into them (null: that buffer
-  // stays); the replaced blocks are released. Not the parameters: the user
-  // holds views of them (dmuon_param_view).
+  // stays); the replaced blocks are released. Not the parameters: the
+  // restore copies them in, so their views (dmuon_param_view) stay where they
+  // were when the plan is unchanged.
   struct StateBlocks {
     float* muon_momentum = nullptr;
     float* adam_m = nullptr;

@@ -155,8 +155,8 @@ struct AdamTiling {
   int unroll;
   int64_t chunk;
 };
-// A malformed value keeps the default (the library prints nothing; the
-// bench prints the tiling it ran with).
+// A malformed value keeps the default: the library prints nothing, and the
+// results do not depend on the tiling, only the speed does.
 AdamTiling tiling_from_env(const char* name, AdamTiling fallback) {
   const char* v = std::getenv(name);
   int unroll = 0;
