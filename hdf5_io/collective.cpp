@@ -133,4 +133,22 @@ void allgatherv_bytes(MPI_Comm comm, void* buf, const std::vector<int64_t>& coun
   }
 }
 
+bool ranks_share_node(MPI_Comm comm) {
+  int rank = 0, world = 1, node_size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  MPI_Comm node = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  // Either every rank's node holds all ranks or none does.
+  return node_size == world;
+}
+
+bool all_ranks(MPI_Comm comm, bool mine) {
+  int all = mine ? 1 : 0;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (all ranks)");
+  return all != 0;
+}
+
 }  // namespace dmuon::ckpt

@@ -67,4 +67,12 @@ void allgather_segments(MPI_Comm comm, void* buf, std::size_t segment_bytes);
 void allgatherv_bytes(MPI_Comm comm, void* buf, const std::vector<int64_t>& counts,
                       const std::vector<int64_t>& displs);
 
+// Collective: whether all ranks of `comm` run on one node
+// (MPI_COMM_TYPE_SHARED), and so read a file through one page cache. The
+// same answer on every rank.
+bool ranks_share_node(MPI_Comm comm);
+
+// Collective: true on every rank when `mine` is true on every rank.
+bool all_ranks(MPI_Comm comm, bool mine);
+
 }  // namespace dmuon::ckpt

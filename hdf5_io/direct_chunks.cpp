@@ -349,13 +349,17 @@ bool direct_chunk_map(hid_t dset, const DatasetJob& job, uint64_t base, int rank
   return true;
 }
 
+namespace {
+[[noreturn]] void fail_chunk_read(const std::string& path, const DatasetJob& job, int err) {
+  if (err) fail(DMUON_ERR_IO, "cannot read '" + path + "': " + std::strerror(err));
+  fail(DMUON_ERR_CHECKPOINT_CORRUPT, "'" + path + "' ends inside " + job.path + " (truncated)");
+}
+}  // namespace
+
 std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const DatasetJob& job, const ChunkMap& map,
                                   Fletcher32Part* parts, uint64_t* stored, int rank, int world, ReadAhead* ahead) {
   const int64_t es = static_cast<int64_t>(job.elem);
-  const auto fail_read = [&](int err) {
-    if (err) fail(DMUON_ERR_IO, "cannot read '" + path + "': " + std::strerror(err));
-    fail(DMUON_ERR_CHECKPOINT_CORRUPT, "'" + path + "' ends inside " + job.path + " (truncated)");
-  };
+  const auto fail_read = [&](int err) { fail_chunk_read(path, job, err); };
   int err = 0;
   std::vector<CrcPiece> crcs = crc_start(job);
   // Block by block: each block is checksummed while the read left it in cache.
@@ -385,6 +389,17 @@ std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const Dataset
     stored[k] = v;
   }
   return crcs;
+}
+
+void copy_chunks(int fd, const std::string& path, const DatasetJob& job, const ChunkMap& map) {
+  const int64_t es = static_cast<int64_t>(job.elem);
+  int err = 0;
+  // Whole runs (up to a chunk) per call: nothing is checksummed between reads.
+  for_each_run(job, map, [&](int64_t k, int64_t in_chunk, int64_t mem, int64_t count) {
+    if (!pread_exact(fd, job.host + mem * es, static_cast<std::size_t>(count * es),
+                     map.address[static_cast<std::size_t>(k)] + static_cast<uint64_t>(in_chunk * es), &err))
+      fail_chunk_read(path, job, err);
+  });
 }
 
 void add_read_ranges(const DatasetJob& job, const ChunkMap& map, ReadAhead& ahead) {

@@ -102,6 +102,12 @@ bool direct_chunk_map(hid_t dset, const DatasetJob& job, uint64_t base, int rank
 std::vector<CrcPiece> read_chunks(int fd, const std::string& path, const DatasetJob& job, const ChunkMap& map,
                  Fletcher32Part* parts, uint64_t* stored, int rank, int world, ReadAhead* ahead);
 
+// Read job's elements from the chunks with pread into job.host, with no
+// checksum: for bytes another rank has just read and verified (a restore's
+// replicated datasets, when all ranks share one page cache). Throws
+// DMUON_ERR_IO or DMUON_ERR_CHECKPOINT_CORRUPT (a short read).
+void copy_chunks(int fd, const std::string& path, const DatasetJob& job, const ChunkMap& map);
+
 // The file ranges read_chunks will read for `job`, in its order.
 void add_read_ranges(const DatasetJob& job, const ChunkMap& map, ReadAhead& ahead);
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "core/error.hpp"
 
@@ -66,9 +67,27 @@ void pwrite_exact(int fd, const void* buf, std::size_t n, uint64_t at, const std
   }
 }
 
+ReadAhead::ReadAhead(int fd, uint64_t window) : fd_(fd), window_(window) {
+  try {
+    hinter_ = std::thread([this] { run(); });
+  } catch (const std::system_error&) {  // no thread: advance() gives the hints itself
+  }
+}
+
+ReadAhead::~ReadAhead() {
+  if (!hinter_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  hinter_.join();
+}
+
 void ReadAhead::add(uint64_t at, uint64_t bytes) {
   // Pieces of at most 8 MiB, so the window moves in steps much smaller than itself.
   constexpr uint64_t kPiece = uint64_t{8} << 20;
+  std::lock_guard<std::mutex> lock(mutex_);
   while (bytes > 0) {
     if (!ranges_.empty() && ranges_.back().at + ranges_.back().bytes == at && ranges_.back().bytes < kPiece) {
       const uint64_t grow = std::min(bytes, kPiece - ranges_.back().bytes);
@@ -85,11 +104,30 @@ void ReadAhead::add(uint64_t at, uint64_t bytes) {
 }
 
 void ReadAhead::advance(uint64_t bytes) {
+  std::unique_lock<std::mutex> lock(mutex_);
   read_ += bytes;
-  while (next_ < ranges_.size() && hinted_ < read_ + window_) {
-    const Range& r = ranges_[next_++];
-    (void)::posix_fadvise(fd_, static_cast<off_t>(r.at), static_cast<off_t>(r.bytes), POSIX_FADV_WILLNEED);
-    hinted_ += r.bytes;
+  if (hinter_.joinable()) {
+    lock.unlock();
+    wake_.notify_one();
+    return;
+  }
+  while (due()) hint_next(lock);
+}
+
+void ReadAhead::hint_next(std::unique_lock<std::mutex>& lock) {
+  const Range r = ranges_[next_++];  // a copy: add() may grow ranges_ meanwhile
+  hinted_ += r.bytes;
+  lock.unlock();
+  (void)::posix_fadvise(fd_, static_cast<off_t>(r.at), static_cast<off_t>(r.bytes), POSIX_FADV_WILLNEED);
+  lock.lock();
+}
+
+void ReadAhead::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stop_ || due(); });
+    if (stop_) return;
+    hint_next(lock);
   }
 }
 

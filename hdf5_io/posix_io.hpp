@@ -3,8 +3,11 @@
 // the EINTR/short-transfer loops, so that both paths fail the same way.
 #pragma once
 #include <cstddef>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dmuon::ckpt {
@@ -39,13 +42,19 @@ void pwrite_exact(int fd, const void* buf, std::size_t n, uint64_t at, const std
 // Keeps the storage busy while a reader checksums what it read: the reader
 // declares the byte ranges it will read, in order, and reports its progress;
 // the ranges up to `window` bytes ahead of it are handed to the kernel
-// (posix_fadvise WILLNEED starts their reads without waiting for them). A
-// reader that waits for each block before checksumming it leaves the device
-// idle for the checksum's time otherwise. Hints only: an error is ignored,
-// the reads themselves still report theirs.
+// (posix_fadvise WILLNEED). A reader that waits for each block before
+// checksumming it leaves the device idle for the checksum's time otherwise.
+// The hints are given on a thread of their own: WILLNEED returns only once
+// the kernel has queued the reads, and with a busy device that took 0.13-0.6 s
+// of a 1 GB restore (docs/benchmarks.md), time the reader can spend
+// checksumming. Hints only: an error is ignored, the reads themselves still
+// report theirs; without a thread to be had, the hints are given inline.
 class ReadAhead {
  public:
-  ReadAhead(int fd, uint64_t window) : fd_(fd), window_(window) {}
+  ReadAhead(int fd, uint64_t window);
+  ~ReadAhead();
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
   void add(uint64_t at, uint64_t bytes);  // the next range the reader will read
   void advance(uint64_t bytes);           // the reader is about to read this many more bytes
 
@@ -53,11 +62,19 @@ class ReadAhead {
   struct Range {
     uint64_t at, bytes;
   };
+  bool due() const { return next_ < ranges_.size() && hinted_ < read_ + window_; }
+  void hint_next(std::unique_lock<std::mutex>& lock);  // gives the next range's hint, unlocked
+  void run();
+
   int fd_;
   uint64_t window_;
   std::vector<Range> ranges_;
   std::size_t next_ = 0;
   uint64_t hinted_ = 0, read_ = 0;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread hinter_;  // last: started once everything above exists
 };
 
 }  // namespace dmuon::ckpt

@@ -16,11 +16,9 @@
 
 namespace dmuon::ckpt {
 
-// Zeroed host memory for restore staging, mapped from the kernel and
-// populated in one call: zero pages without a memset pass, and without a
-// page fault per 4 KiB (a gigabyte of those cost more than reading it from
-// the page cache). Or, for a backend whose memory is host memory, a block of
-// the backend's own, which the optimizer can take over without a copy.
+// Zeroed host memory for restore staging, straight from the kernel
+// (map_zeroed); or, for a backend whose memory is host memory, a block of the
+// backend's own, which the optimizer can take over without a copy.
 class HostBuffer {
  public:
   HostBuffer() = default;

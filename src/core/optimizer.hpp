@@ -50,13 +50,15 @@ class Optimizer {
   // Re-plan with a given owner list (checkpoint restore on the same world size).
   void replan(const std::vector<int>& owners);
   // Restore on a host-addressable backend: blocks this backend allocated, of
-  // exactly the storage's sizes, take the place of the Muon momentum and Adam
-  // moments of dtype d instead of being copied into them (null: that buffer
-  // stays); the replaced blocks are released. Not the parameters: the
-  // restore copies them in, so their views (dmuon_param_view) stay where they
-  // were when the plan is unchanged.
+  // exactly the storage's sizes, take the place of the parameters, Muon
+  // momentum and Adam moments of dtype d instead of being copied into them
+  // (null: that buffer stays); the replaced blocks are released. The views
+  // of the parameters (dmuon_param_view) end with it, as the restore's
+  // contract says.
   struct StateBlocks {
+    void* muon_param = nullptr;
     float* muon_momentum = nullptr;
+    void* adam_param = nullptr;
     float* adam_m = nullptr;
     float* adam_v = nullptr;
   };

@@ -12,7 +12,6 @@
 // never frees memory again (see release()).
 #include "backends/cpu/cpu_backend.hpp"
 
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -101,21 +100,19 @@ CpuBackend::~CpuBackend() {
   }
 }
 
-// Blocks from this size up come zeroed and populated from the kernel in one
-// call (no memset pass, no page fault per 4 KiB page); a restore reads a
-// checkpoint straight into such blocks.
+// Blocks from this size up come from the kernel (map_zeroed); a restore
+// reads a checkpoint straight into such blocks.
 constexpr std::size_t kMappedBytes = std::size_t{1} << 20;
 
 void* CpuBackend::allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes >= kMappedBytes) {
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
+    void* p = map_zeroed(bytes);
     try {
       const std::lock_guard<std::mutex> lock(mapped_mutex_);
       mapped_.emplace(p, bytes);
     } catch (...) {
-      ::munmap(p, bytes);
+      unmapper_.unmap(p, bytes);
       throw;
     }
     return p;
@@ -139,7 +136,7 @@ void CpuBackend::release(void* p) noexcept {
       }
     }
     if (length)
-      ::munmap(p, length);
+      unmapper_.unmap(p, length);
     else
       std::free(p);
     return;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "core/mapped_memory.hpp"
 
 namespace dmuon {
 
@@ -53,6 +54,7 @@ class CpuBackend final : public Backend {
   // allocates its next staging block on a helper thread (hdf5_io/reader.cpp).
   std::mutex mapped_mutex_;
   std::unordered_map<void*, std::size_t> mapped_;
+  Unmapper unmapper_;
 };
 
 }  // namespace dmuon
