@@ -11,9 +11,10 @@
 
 namespace dmuon {
 
-// Zeroed anonymous memory of `bytes` (> 0), populated at once: zero pages
-// without a memset pass and without a page fault per 4 KiB (a gigabyte of
-// those cost more than reading it from the page cache). Transparent huge
+// Zeroed anonymous memory of `bytes` (> 0), populated before it is returned
+// (MADV_POPULATE_WRITE): zero pages without a memset pass and without a
+// page fault per 4 KiB while the caller fills it (a gigabyte of those cost
+// more than reading it from the page cache). Transparent huge
 // pages (MADV_HUGEPAGE) zeroed a gigabyte in 0.06 s at best, but took
 // 1.3-3.4 s at times on the VMs measured, with no compaction stall counted:
 // not worth the risk. Throws std::bad_alloc.
