@@ -3,7 +3,9 @@
 // canonical file, written as NAME.tmp and committed by rename.
 #include <csignal>
 #include <cstring>
+#include <future>
 #include <set>
+#include <system_error>
 
 #include "atomic_files.hpp"
 #include "checkpoint.hpp"
@@ -259,12 +261,28 @@ void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_st
     s.first_part[i + 1] = s.first_part[i] +
         static_cast<std::size_t>(s.jobs[i].direct ? chunk_count(s.jobs[i].total, chunk_elements_of(s.jobs[i])) : 0);
   s.parts.resize(s.first_part.back());
-  for (std::size_t i = 0; i < s.jobs.size(); ++i) {
-    const DatasetJob& job = s.jobs[i];
-    const std::vector<CrcPiece> pieces =
-        job.direct ? checksum_chunks(job, chunk_elements_of(job), &s.parts[s.first_part[i]]) : crc_pieces(job);
-    crcs.push_back(combine_crc(comm, pieces, job.total * static_cast<int64_t>(job.elem)));
-  }
+  // The datasets are checksummed on two threads, alternately: both checksums
+  // together run at about 4.6 GB/s on one core of the development machine
+  // (CRC-32C 7.2 GB/s, fletcher32 13 GB/s), a fifth of a 1 GB save on one rank.
+  std::vector<std::vector<CrcPiece>> pieces(s.jobs.size());
+  const auto checksum_every_other = [&s, &pieces](std::size_t first) {
+    for (std::size_t i = first; i < s.jobs.size(); i += 2) {
+      const DatasetJob& job = s.jobs[i];
+      pieces[i] = job.direct ? checksum_chunks(job, chunk_elements_of(job), &s.parts[s.first_part[i]]) : crc_pieces(job);
+    }
+  };
+  agreed(comm, [&] {
+    std::future<void> helper;
+    try {
+      helper = std::async(std::launch::async, checksum_every_other, 1);
+    } catch (const std::system_error&) {  // no thread to be had: this one does both halves
+      helper = std::async(std::launch::deferred, checksum_every_other, 1);
+    }
+    checksum_every_other(0);
+    helper.get();
+  });
+  for (std::size_t i = 0; i < s.jobs.size(); ++i)
+    crcs.push_back(combine_crc(comm, pieces[i], s.jobs[i].total * static_cast<int64_t>(s.jobs[i].elem)));
   sum_parts(comm, s.parts, nullptr);
   const Metadata meta = agreed_metadata(opt, comm, user_step);
 
