@@ -17,6 +17,7 @@
 #include "checkpoint.hpp"
 #include "collective.hpp"
 #include "core/error.hpp"
+#include "core/mapped_memory.hpp"
 #include "crc32c.hpp"
 #include "direct_chunks.hpp"
 #include "file_seal.hpp"
@@ -194,12 +195,12 @@ void read_verified(MPI_Comm comm, OpenFile& f, const OpenedRead& o, ReadAhead* a
   });
 }
 
-// One data dataset of a restore: how its staging is allocated (by helper
-// threads, while the reads run); for a dataset every rank holds whole, the
-// other ranks' pieces and the all-gather that brings them instead; and what
-// completes the buffer afterwards.
+// One data dataset of a restore: how its staging is mapped (at once; helper
+// threads populate it while the reads run); for a dataset every rank holds
+// whole, the other ranks' pieces and the all-gather that brings them
+// instead; and what completes the buffer afterwards.
 struct DataRead {
-  DatasetJob job;  // host set by allocate()
+  DatasetJob job;  // host set from allocate()
   std::function<char*()> allocate;
   std::vector<Piece> others;     // in file order, in job.host's coordinates
   std::function<void()> gather;  // null: the dataset is not replicated
@@ -212,8 +213,8 @@ struct DataRead {
 // against the page cache.
 constexpr uint64_t kReadAheadBytes = uint64_t{256} << 20;
 
-// Helper threads per rank that allocate (the kernel zeroes) the staging
-// memory while the datasets are read.
+// Helper threads per rank that populate the staging memory (the kernel
+// zeroes it) ahead of the reads.
 constexpr std::size_t kStagingThreads = 2;
 
 Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
@@ -308,12 +309,8 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     if (params[i].kind == Kind::adam) fc.adam_params.push_back(static_cast<int>(i));
   }
 
-  // Every data dataset first (nothing allocated), so the read-ahead can run
-  // across datasets; then each is allocated, read, verified and completed.
-  // The moments' staging comes from a host-addressable backend itself, so
-  // that the commit hands the blocks over instead of copying them.
-  Backend* owner = opt.backend().host_addressable() ? &opt.backend() : nullptr;
-  const auto staging = [owner](std::size_t bytes) { return owner ? HostBuffer(*owner, bytes) : HostBuffer(bytes); };
+  // Every data dataset first (nothing read yet), so the read-ahead can run
+  // across datasets; then each is read, verified and completed.
   std::vector<DataRead> reads;
   std::deque<HostBuffer> canonical;  // staging of out-of-order Adam shares, freed when moved
   for (int di = 0; di < kNumDtypes; ++di) {
@@ -328,13 +325,13 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
         if (q != rank) append(others, muon_pieces(planned, fc, d, q, seg, false));
       reads.push_back({job_for(dataset_path(Kind::muon, d, Buffer::param), file_type(d, Buffer::param), es,
                                fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, false), nullptr, seg * world),
-                       [=] { return (*param = staging(static_cast<std::size_t>(seg * world) * es)).data(); },
+                       [=] { return (*param = HostBuffer(static_cast<std::size_t>(seg * world) * es)).data(); },
                        in_file_order(std::move(others)),
                        [=] { agreed(comm, [&] { allgather_segments(comm, param->data(), static_cast<std::size_t>(seg) * es); }); },
                        nullptr});
       reads.push_back({job_for(dataset_path(Kind::muon, d, Buffer::momentum), file_type(d, Buffer::momentum), 4,
                                fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, true), nullptr, seg),
-                       [=] { return (*momentum = staging(static_cast<std::size_t>(seg) * 4)).data(); },
+                       [=] { return (*momentum = HostBuffer(static_cast<std::size_t>(seg) * 4)).data(); },
                        {}, nullptr, nullptr});
     }
     const int64_t total = fc.adam_total[di];
@@ -369,7 +366,7 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
         const std::size_t size = entry.second;
         const std::string dpath = dataset_path(Kind::adam, d, b);
         HostBuffer* image = &(b == Buffer::param ? r.adam_param : b == Buffer::exp_avg ? r.adam_m : r.adam_v)[di];
-        const auto allocate_image = [=] { return (*image = staging(static_cast<std::size_t>(padded) * size)).data(); };
+        const auto allocate_image = [=] { return (*image = HostBuffer(static_cast<std::size_t>(padded) * size)).data(); };
         if (in_order) {
           std::vector<Piece> others;
           for (int q = 0; q < world; ++q)
@@ -424,23 +421,25 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     }
   }
   // This rank's own datasets (the Muon momentum) first: their staging is a
-  // share, small, so the first read waits least for the zeroing of the rest.
+  // share, small, so the helpers that populate it get ahead of the reads sooner.
   std::stable_partition(reads.begin(), reads.end(), [](const DataRead& dr) { return !dr.gather; });
-  // The kernel zeroes and maps staging memory at about 3 GB/s per thread on
-  // the GPU machine's host (a VM), as long as reading it from its disk: the
-  // staging of every dataset is allocated in order, from the start, by
-  // kStagingThreads helpers while the datasets are opened and read. Their
-  // futures are declared after `r` and the promises, so an error waits for
-  // them before the staging they filled in is released.
-  std::vector<std::promise<char*>> staging_done(reads.size());
-  const auto allocate_every = [&reads, &staging_done](std::size_t first, std::size_t step) {
-    for (std::size_t i = first; i < reads.size(); i += step) {
-      try {
-        staging_done[i].set_value(reads[i].allocate());
-      } catch (...) {
-        staging_done[i].set_exception(std::current_exception());
-      }
+  // All staging is mapped now and populated by kStagingThreads helpers, in
+  // read order, while the datasets are opened and read: the kernel zeroes
+  // pages at about 3 GB/s per thread on the GPU machine's host (a VM), as
+  // long as reading them from its disk. A read that overtakes the helpers
+  // takes its pages itself, without waiting (waiting for the whole first
+  // block took 0.1-0.22 s). The helpers' futures are declared after `r`, so
+  // an error waits for them before the staging is unmapped.
+  std::vector<std::pair<char*, std::size_t>> spans;
+  agreed(comm, [&] {
+    for (DataRead& dr : reads) {
+      dr.job.host = dr.allocate();
+      spans.emplace_back(dr.job.host, static_cast<std::size_t>(dr.job.host_elements) * dr.job.elem);
     }
+  });
+  const auto populate_every = [&spans](std::size_t first, std::size_t step) {
+    // Out of memory: the reads meet it as they touch the pages.
+    for (std::size_t i = first; i < spans.size(); i += step) (void)populate(spans[i].first, spans[i].second);
   };
   // A replicated dataset is verified by every rank for its own share, as
   // read; the rest every rank then copies from the file itself when all
@@ -450,14 +449,11 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   // data once per node from the file system: all-gather there.
   // DMUON_RESTORE_GATHER=1 asks for the all-gather everywhere (tests).
   const bool replicated_from_file = all_ranks(comm, ranks_share_node(comm) && !std::getenv("DMUON_RESTORE_GATHER"));
-  std::vector<std::future<char*>> staged;
-  for (auto& done : staging_done) staged.push_back(done.get_future());
-  std::vector<std::future<void>> allocators;
+  std::vector<std::future<void>> populators;
   for (std::size_t t = 0; t < kStagingThreads; ++t) {
     try {
-      allocators.push_back(std::async(std::launch::async, allocate_every, t, kStagingThreads));
-    } catch (const std::system_error&) {  // no thread to be had: allocate its share now
-      allocate_every(t, kStagingThreads);
+      populators.push_back(std::async(std::launch::async, populate_every, t, kStagingThreads));
+    } catch (const std::system_error&) {  // no thread to be had: the reads take the pages
     }
   }
   // Each dataset's chunks are handed to the read-ahead as soon as they are
@@ -471,7 +467,6 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     ahead.advance(0);
   }
   for (std::size_t i = 0; i < reads.size(); ++i) {
-    agreed(comm, [&] { opened[i].job.host = staged[i].get(); });
     read_verified(comm, file, opened[i], &ahead);
     if (reads[i].gather) {
       if (replicated_from_file && opened[i].direct) {
@@ -519,11 +514,11 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
     if (p.kind == Kind::muon) current.push_back(p.owner);
   if (current != r.owners) opt.replan(r.owners);
   Backend& b = opt.backend();
-  // A staged block of the backend's own with its buffer's exact size takes
-  // the buffer's place (host backends); anything else is copied in.
+  // A staged block of its buffer's exact size becomes the buffer on a host
+  // backend (Backend::adopt_mapping); anything else is copied in.
   const auto place = [&b](void* dst, HostBuffer& staged, std::size_t bytes) -> char* {
     if (staged.empty()) return nullptr;
-    if (staged.owned_by(b) && staged.size() == bytes) return staged.release();
+    if (staged.size() == bytes && b.adopt_mapping(staged.data(), bytes)) return staged.release();
     b.upload(dst, staged.data(), staged.size());
     return nullptr;
   };

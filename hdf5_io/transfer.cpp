@@ -15,23 +15,10 @@ namespace dmuon::ckpt {
 
 HostBuffer::HostBuffer(std::size_t bytes) : n_(bytes) {
   const std::size_t length = bytes ? bytes : 1;
-  p_ = std::unique_ptr<char, Free>(static_cast<char*>(map_zeroed(length)), Free{length, nullptr});
+  p_ = std::unique_ptr<char, Unmap>(static_cast<char*>(map_anonymous(length)), Unmap{length});
 }
 
-HostBuffer::HostBuffer(Backend& owner, std::size_t bytes) : n_(bytes) {
-  if (bytes == 0) {
-    *this = HostBuffer(bytes);
-    return;
-  }
-  p_ = std::unique_ptr<char, Free>(static_cast<char*>(owner.allocate(bytes)), Free{bytes, &owner});
-}
-
-void HostBuffer::Free::operator()(char* p) const noexcept {
-  if (owner)
-    owner->release(p);
-  else
-    ::munmap(p, length);
-}
+void HostBuffer::Unmap::operator()(char* p) const noexcept { ::munmap(p, length); }
 
 std::vector<Piece> merge_pieces(std::vector<Piece> pieces) {
   std::vector<Piece> out;

@@ -16,31 +16,29 @@
 
 namespace dmuon::ckpt {
 
-// Zeroed host memory for restore staging, straight from the kernel
-// (map_zeroed); or, for a backend whose memory is host memory, a block of the
-// backend's own, which the optimizer can take over without a copy.
+// Zeroed host memory for restore staging, mapped from the kernel
+// (map_anonymous): its pages come on first touch or when populated (by the
+// reader's helper threads). A host-addressable backend can take the block
+// over (Backend::adopt_mapping) instead of copying it.
 class HostBuffer {
  public:
   HostBuffer() = default;
   explicit HostBuffer(std::size_t bytes);
-  HostBuffer(Backend& owner, std::size_t bytes);
   char* data() const { return p_.get(); }
   std::size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
-  bool owned_by(const Backend& b) const { return p_ && p_.get_deleter().owner == &b; }
-  // Hands the block over (to the optimizer): the caller now owns it.
+  // Hands the mapping over: the caller now owns it.
   char* release() {
     n_ = 0;
     return p_.release();
   }
 
  private:
-  struct Free {
+  struct Unmap {
     std::size_t length;  // no initializer: GCC needs none to default-construct it here
-    Backend* owner;      // null: from mmap
     void operator()(char* p) const noexcept;
   };
-  std::unique_ptr<char, Free> p_;
+  std::unique_ptr<char, Unmap> p_;
   std::size_t n_ = 0;
 };
 

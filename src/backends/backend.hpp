@@ -72,10 +72,13 @@ class Backend {
 
   // Memory in the backend's space. allocate() returns zero-filled memory.
   virtual void* allocate(std::size_t bytes) = 0;
-  // True when that memory is plain host memory the library may fill with
-  // pread: a restore then reads into blocks of the backend's own and hands
-  // them to the optimizer instead of copying them in (hdf5_io/reader.cpp).
+  // True when that memory is plain host memory: a restore then hands its
+  // staging to the optimizer instead of copying it in (hdf5_io/reader.cpp).
   virtual bool host_addressable() const { return false; }
+  // Takes over a block from map_anonymous (core/mapped_memory.hpp) as if
+  // allocate() had returned it, released by release(). False: the caller
+  // keeps it (not a host backend, or no memory to record it).
+  virtual bool adopt_mapping(void* /*p*/, std::size_t /*bytes*/) noexcept { return false; }
   virtual void release(void* p) noexcept = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;

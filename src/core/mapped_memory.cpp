@@ -1,7 +1,6 @@
 #include "core/mapped_memory.hpp"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,13 +14,13 @@
 
 namespace dmuon {
 
-void* map_zeroed(std::size_t bytes) {
+void* map_anonymous(std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  // Populated in steps: each step holds the process's address-space lock
-  // only briefly. One MAP_POPULATE of a whole block held it as long as the
-  // zeroing took, and every other thread's mmap or brk (HDF5's allocations
-  // while a restore opens its datasets) waited for it.
+  return p;
+}
+
+bool populate(void* p, std::size_t bytes) noexcept {
   constexpr std::size_t kStep = std::size_t{16} << 20;
   char* base = static_cast<char*>(p);
   for (std::size_t at = 0; at < bytes; at += kStep) {
@@ -30,14 +29,18 @@ void* map_zeroed(std::size_t bytes) {
     do rc = ::madvise(base + at, n, MADV_POPULATE_WRITE);
     while (rc != 0 && errno == EINTR);
     if (rc == 0) continue;
-    if (errno != EINVAL) {  // no memory for it
-      ::munmap(p, bytes);
-      throw std::bad_alloc();
-    }
-    // A kernel before Linux 5.14: a write to every page populates it.
-    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    for (std::size_t b = at; b < bytes; b += page) static_cast<volatile char*>(p)[b] = 0;
-    break;
+    // A kernel before Linux 5.14 (EINVAL): the pages come on first touch
+    // instead. (Writing to them here could race with the caller's writes.)
+    return errno == EINVAL;
+  }
+  return true;
+}
+
+void* map_zeroed(std::size_t bytes) {
+  void* p = map_anonymous(bytes);
+  if (!populate(p, bytes)) {
+    ::munmap(p, bytes);
+    throw std::bad_alloc();
   }
   return p;
 }

@@ -11,16 +11,27 @@
 
 namespace dmuon {
 
-// Zeroed anonymous memory of `bytes` (> 0), populated before it is returned
-// (MADV_POPULATE_WRITE): zero pages without a memset pass and without a
-// page fault per 4 KiB while the caller fills it (a gigabyte of those cost
-// more than reading it from the page cache). Transparent huge
-// pages (MADV_HUGEPAGE) zeroed a gigabyte in 0.06 s at best, but took
-// 1.3-3.4 s at times on the VMs measured, with no compaction stall counted:
-// not worth the risk. Throws std::bad_alloc.
+// Zeroed anonymous memory of `bytes` (> 0) whose pages the kernel supplies
+// (and zeroes) on first touch. Throws std::bad_alloc.
+void* map_anonymous(std::size_t bytes);
+
+// Supplies the pages of [p, p + bytes) of such a mapping now
+// (MADV_POPULATE_WRITE, Linux 5.14; earlier kernels keep supplying them on
+// first touch): no page fault per 4 KiB later. Contents already written
+// stay, and the caller may write to the block meanwhile. In steps of 16 MiB,
+// each holding the process's address-space lock only briefly: one
+// MAP_POPULATE of a whole block held it as long as the zeroing took, and
+// every other thread's mmap or brk (HDF5's allocations while a restore opens
+// its datasets) waited 0.1-0.28 s for it. False when memory ran out.
+// Transparent huge pages (MADV_HUGEPAGE) zeroed a gigabyte in 0.06 s at best,
+// but took 1.3-3.4 s at times on the VMs measured, with no compaction stall
+// counted: not worth the risk.
+bool populate(void* p, std::size_t bytes) noexcept;
+
+// Both: populated zeroed memory. Throws std::bad_alloc.
 void* map_zeroed(std::size_t bytes);
 
-// Returns blocks from map_zeroed to the kernel on a thread of its own, so
+// Returns blocks from map_anonymous to the kernel on a thread of its own, so
 // that their owner goes on at once: a restore replaces about a gigabyte of
 // buffers, and unmapping them took 0.03-0.06 s of a 0.7 s restore on the GPU
 // machine's host. The destructor waits until every block is unmapped.

@@ -123,6 +123,16 @@ void* CpuBackend::allocate(std::size_t bytes) {
   return p;
 }
 
+bool CpuBackend::adopt_mapping(void* p, std::size_t bytes) noexcept {
+  try {
+    const std::lock_guard<std::mutex> lock(mapped_mutex_);
+    mapped_.emplace(p, bytes);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 void CpuBackend::release(void* p) noexcept {
   if (p == nullptr) return;
   if (!failed_status()) {

@@ -19,6 +19,7 @@ class CpuBackend final : public Backend {
 
   void* allocate(std::size_t bytes) override;
   bool host_addressable() const override { return true; }
+  bool adopt_mapping(void* p, std::size_t bytes) noexcept override;
   void release(void* p) noexcept override;
   void zero(void* p, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
@@ -50,8 +51,8 @@ class CpuBackend final : public Backend {
   std::vector<float> scratch_;  // fp32 staging for bf16 collectives
   int timeout_ms_ = 0;          // 0: blocking collectives
   std::vector<float> muon_workspace_;  // Newton-Schulz matrices of one chunk (cpu_muon.cpp), kept between steps
-  // Blocks from mmap (large ones) and their lengths. Guarded: a restore
-  // allocates its next staging block on a helper thread (hdf5_io/reader.cpp).
+  // Blocks from mmap (large ones and adopted ones) and their lengths.
+  // Guarded: blocks may come and go on any thread.
   std::mutex mapped_mutex_;
   std::unordered_map<void*, std::size_t> mapped_;
   Unmapper unmapper_;
