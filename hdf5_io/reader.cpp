@@ -466,13 +466,29 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     if (opened.back().direct) add_read_ranges(opened.back().job, opened.back().map, ahead);
     ahead.advance(0);
   }
+  // The copies from the page cache run on helper threads, beside the reads
+  // of the next datasets (they took 0.12-0.18 s of a 0.7-0.8 s restore at 2-4
+  // ranks when the reads waited for them); declared after the staging and
+  // `opened` they use, so an error waits for them.
+  std::vector<std::future<void>> copies;
   for (std::size_t i = 0; i < reads.size(); ++i) {
     read_verified(comm, file, opened[i], &ahead);
     if (reads[i].gather) {
       if (replicated_from_file && opened[i].direct) {
         DatasetJob rest = opened[i].job;
         rest.pieces = reads[i].others;
-        agreed(comm, [&] { copy_chunks(file.raw.fd(), file.path, rest, opened[i].map); });
+        const auto copy = [&file, &map = opened[i].map, rest = std::move(rest)] {
+          copy_chunks(file.raw.fd(), file.path, rest, map);
+        };
+        if (reads[i].place) {  // it needs the whole buffer now
+          agreed(comm, copy);
+        } else {
+          try {
+            copies.push_back(std::async(std::launch::async, copy));
+          } catch (const std::system_error&) {  // no thread to be had: copy here
+            agreed(comm, copy);
+          }
+        }
       } else {
         reads[i].gather();
       }
@@ -480,6 +496,9 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     if (reads[i].place) reads[i].place();
     opened[i].dset.close();
   }
+  agreed(comm, [&] {
+    for (auto& c : copies) c.get();
+  });
 
   // Step counters: small, read whole by every rank, mapped by name.
   std::vector<int> file_adam_order;  // file's k-th Adam parameter -> registered id
