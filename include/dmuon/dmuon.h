@@ -320,7 +320,7 @@ int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char *dir, int64_t user_s
  * verifies. Writes the restored user step into @p user_step (may be NULL).
  * On any failure the optimizer is unchanged. On success every pointer from
  * dmuon_param_view() is invalid (the restore may have re-planned the flat
- * storage): take the views again.
+ * storage, or made the memory it read into the storage): take the views again.
  */
 int dmuon_checkpoint_restore(dmuon_optimizer_t opt, const char *path, int64_t *user_step);
 /** Attach a free-form string attribute saved with the next checkpoints. */
