@@ -485,8 +485,8 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
         } else {
           try {
             copies.push_back(std::async(std::launch::async, copy));
-          } catch (const std::system_error&) {  // no thread to be had: copy here
-            agreed(comm, copy);
+          } catch (const std::system_error&) {  // no thread to be had: copied at get(), below
+            copies.push_back(std::async(std::launch::deferred, copy));
           }
         }
       } else {

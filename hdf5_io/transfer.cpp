@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <new>
 
 #include "core/error.hpp"
 #include "core/mapped_memory.hpp"

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.hpp"
 #include "collective.hpp"
 #include "format.hpp"
 #include "h5_util.hpp"

@@ -72,12 +72,10 @@ class Backend {
 
   // Memory in the backend's space. allocate() returns zero-filled memory.
   virtual void* allocate(std::size_t bytes) = 0;
-  // True when that memory is plain host memory: a restore then hands its
-  // staging to the optimizer instead of copying it in (hdf5_io/reader.cpp).
-  virtual bool host_addressable() const { return false; }
   // Takes over a block from map_anonymous (core/mapped_memory.hpp) as if
-  // allocate() had returned it, released by release(). False: the caller
-  // keeps it (not a host backend, or no memory to record it).
+  // allocate() had returned it, released by release(): a restore hands its
+  // staging over this way instead of copying it in (hdf5_io/reader.cpp).
+  // False: the caller keeps it (not a host backend, or no memory to record it).
   virtual bool adopt_mapping(void* /*p*/, std::size_t /*bytes*/) noexcept { return false; }
   virtual void release(void* p) noexcept = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;

@@ -49,12 +49,12 @@ class Optimizer {
   StepStats* stats() const { return stats_; }          // backend memory
   // Re-plan with a given owner list (checkpoint restore on the same world size).
   void replan(const std::vector<int>& owners);
-  // Restore on a host-addressable backend: blocks this backend allocated, of
-  // exactly the storage's sizes, take the place of the parameters, Muon
-  // momentum and Adam moments of dtype d instead of being copied into them
-  // (null: that buffer stays); the replaced blocks are released. The views
-  // of the parameters (dmuon_param_view) end with it, as the restore's
-  // contract says.
+  // Restore on a host backend: blocks this backend owns (allocated, or taken
+  // over with Backend::adopt_mapping), of exactly the storage's sizes, take
+  // the place of the parameters, Muon momentum and Adam moments of dtype d
+  // instead of being copied into them (null: that buffer stays); the
+  // replaced blocks are released. The views of the parameters
+  // (dmuon_param_view) end with it, as the restore's contract says.
   struct StateBlocks {
     void* muon_param = nullptr;
     float* muon_momentum = nullptr;

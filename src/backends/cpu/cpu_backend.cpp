@@ -12,7 +12,6 @@
 // never frees memory again (see release()).
 #include "backends/cpu/cpu_backend.hpp"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -100,22 +99,17 @@ CpuBackend::~CpuBackend() {
   }
 }
 
-// Blocks from this size up come from the kernel (map_zeroed); a restore
-// reads a checkpoint straight into such blocks.
+// Blocks from this size up come from the kernel (map_zeroed), like the
+// restore's staging that adopt_mapping takes over.
 constexpr std::size_t kMappedBytes = std::size_t{1} << 20;
 
 void* CpuBackend::allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes >= kMappedBytes) {
     void* p = map_zeroed(bytes);
-    try {
-      const std::lock_guard<std::mutex> lock(mapped_mutex_);
-      mapped_.emplace(p, bytes);
-    } catch (...) {
-      unmapper_.unmap(p, bytes);
-      throw;
-    }
-    return p;
+    if (adopt_mapping(p, bytes)) return p;
+    unmapper_.unmap(p, bytes);
+    throw std::bad_alloc();
   }
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (p == nullptr) throw std::bad_alloc();

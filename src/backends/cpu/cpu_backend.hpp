@@ -18,7 +18,6 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
 
   void* allocate(std::size_t bytes) override;
-  bool host_addressable() const override { return true; }
   bool adopt_mapping(void* p, std::size_t bytes) noexcept override;
   void release(void* p) noexcept override;
   void zero(void* p, std::size_t bytes) override;
