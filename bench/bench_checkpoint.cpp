@@ -32,14 +32,6 @@ namespace {
 using bench::check;
 using bench::now;
 
-void evict(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
-
 // Each rank moves [rank*share, (rank+1)*share) of `bytes` with pwrite/pread in 8 MiB blocks.
 double raw_io(const std::string& path, std::vector<char>& buf, int64_t bytes, int rank, int world, bool write) {
   const int64_t first = bytes * rank / world, last = bytes * (rank + 1) / world;
@@ -160,8 +152,8 @@ int main(int argc, char** argv) {
       raw_write();
       save();
     }
-    evict(raw);
-    evict(ckpt);
+    bench::evict_page_cache(raw);
+    bench::evict_page_cache(ckpt);
     MPI_Barrier(MPI_COMM_WORLD);
     if (dmuon_first) {
       restore();

@@ -1,9 +1,12 @@
-// Shared by the CPU benchmark programs (bench_adam.cpp, bench_checkpoint.cpp):
-// the clock, failing loudly on a dmuon error, counts with K/M/G suffixes, and
-// reading the command line with Boost.Program_options. Each program keeps its
+// Shared by the CPU benchmark programs (bench_adam.cpp, bench_checkpoint.cpp,
+// bench_read_patterns.cpp): the clock, failing loudly on a dmuon error, counts
+// with K/M/G suffixes, reading the command line with Boost.Program_options,
+// and dropping a file from the page cache. Each program keeps its
 // own options and prints its own help.
 #pragma once
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -58,6 +61,16 @@ inline std::string help_text(const po::options_description& desc) {
   std::ostringstream text;
   text << desc;
   return text.str();
+}
+
+// Drops a file's pages from the page cache (written back first, so that
+// they are clean and can go), so that the next read comes from the device.
+inline void evict_page_cache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
 }
 
 }  // namespace bench

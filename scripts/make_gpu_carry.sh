@@ -40,7 +40,7 @@ ctest --test-dir "$build" --show-only=json-v1 -L gpu |
 # The tests' output folders (a multi-rank test writes its verdicts there).
 (cd "$build" && find tests -mindepth 1 -maxdepth 3 -type d ! -path '*CMakeFiles*') |
   while read -r d; do mkdir -p "$carry/build/$d"; done
-for f in "$build"/bench/bench_cuda_* "$build"/bench/bench_checkpoint; do
+for f in "$build"/bench/bench_cuda_* "$build"/bench/bench_checkpoint "$build"/bench/bench_read_patterns; do
   [ -x "$f" ] && install -s -m 755 "$f" "$carry/build/bench/"
 done
 
