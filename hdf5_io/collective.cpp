@@ -26,6 +26,33 @@ void agree(MPI_Comm comm, const LocalOutcome& mine) {
   throw Error(status, message);
 }
 
+namespace {
+// Elements per MPI call: MPI counts are ints (2^30 bytes, or 2^27 uint64).
+constexpr std::size_t kMpiChunk = std::size_t{1} << 30;
+
+// f(at, count) over [0, n) in pieces of at most `piece` elements.
+template <class F>
+void in_pieces(std::size_t n, std::size_t piece, F&& f) {
+  for (std::size_t at = 0; at < n; at += piece) f(at, static_cast<int>(std::min(n - at, piece)));
+}
+
+void bcast_bytes(MPI_Comm comm, char* p, std::size_t n, int root, const char* what) {
+  in_pieces(n, kMpiChunk, [&](std::size_t at, int count) { check_mpi(MPI_Bcast(p + at, count, MPI_BYTE, root, comm), what); });
+}
+}  // namespace
+
+void bcast_u64(MPI_Comm comm, uint64_t* data, std::size_t n, int root, const char* what) {
+  in_pieces(n, kMpiChunk / 8, [&](std::size_t at, int count) {
+    check_mpi(MPI_Bcast(data + at, count, MPI_UINT64_T, root, comm), what);
+  });
+}
+
+void allreduce_sum_u64(MPI_Comm comm, uint64_t* data, std::size_t n, const char* what) {
+  in_pieces(n, kMpiChunk / 8, [&](std::size_t at, int count) {
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + at, count, MPI_UINT64_T, MPI_SUM, comm), what);
+  });
+}
+
 std::string bcast_string(MPI_Comm comm, const std::string& s, int root) {
   int64_t len = static_cast<int64_t>(s.size());
   check_mpi(MPI_Bcast(&len, 1, MPI_INT64_T, root, comm), "MPI_Bcast (string length)");
@@ -89,10 +116,6 @@ uint32_t combine_crc(MPI_Comm comm, const std::vector<CrcPiece>& mine, int64_t t
   return crc;
 }
 
-namespace {
-constexpr std::size_t kMpiChunk = std::size_t{1} << 30;  // below INT_MAX bytes per call
-}
-
 void allgather_segments(MPI_Comm comm, void* buf, std::size_t segment_bytes) {
   int size = 1;
   MPI_Comm_size(comm, &size);
@@ -104,10 +127,7 @@ void allgather_segments(MPI_Comm comm, void* buf, std::size_t segment_bytes) {
   }
   char* base = static_cast<char*>(buf);
   for (int r = 0; r < size; ++r)
-    for (std::size_t done = 0; done < segment_bytes; done += kMpiChunk)
-      check_mpi(MPI_Bcast(base + static_cast<std::size_t>(r) * segment_bytes + done,
-                          static_cast<int>(std::min(kMpiChunk, segment_bytes - done)), MPI_BYTE, r, comm),
-                "MPI_Bcast (segments)");
+    bcast_bytes(comm, base + static_cast<std::size_t>(r) * segment_bytes, segment_bytes, r, "MPI_Bcast (segments)");
 }
 
 void allgatherv_bytes(MPI_Comm comm, void* buf, const std::vector<int64_t>& counts,
@@ -124,13 +144,9 @@ void allgatherv_bytes(MPI_Comm comm, void* buf, const std::vector<int64_t>& coun
     return;
   }
   char* base = static_cast<char*>(buf);
-  for (int r = 0; r < size; ++r) {
-    const std::size_t n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
-    for (std::size_t done = 0; done < n; done += kMpiChunk)
-      check_mpi(MPI_Bcast(base + displs[static_cast<std::size_t>(r)] + done, static_cast<int>(std::min(kMpiChunk, n - done)),
-                          MPI_BYTE, r, comm),
-                "MPI_Bcast (shares)");
-  }
+  for (int r = 0; r < size; ++r)
+    bcast_bytes(comm, base + displs[static_cast<std::size_t>(r)], static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]),
+                r, "MPI_Bcast (shares)");
 }
 
 bool ranks_share_node(MPI_Comm comm) {

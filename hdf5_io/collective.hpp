@@ -67,6 +67,11 @@ void allgather_segments(MPI_Comm comm, void* buf, std::size_t segment_bytes);
 void allgatherv_bytes(MPI_Comm comm, void* buf, const std::vector<int64_t>& counts,
                       const std::vector<int64_t>& displs);
 
+// Collective, in place, any n (sent in pieces within MPI's int counts):
+// root's n values reach every rank; every rank's n values are summed.
+void bcast_u64(MPI_Comm comm, uint64_t* data, std::size_t n, int root, const char* what);
+void allreduce_sum_u64(MPI_Comm comm, uint64_t* data, std::size_t n, const char* what);
+
 // Collective: whether all ranks of `comm` run on one node
 // (MPI_COMM_TYPE_SHARED), and so read a file through one page cache. The
 // same answer on every rank.

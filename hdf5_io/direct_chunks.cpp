@@ -291,10 +291,7 @@ void sum_parts(MPI_Comm comm, std::vector<Fletcher32Part>& parts, std::vector<ui
     flat.insert(flat.end(), {parts[k].sum1, parts[k].sum2, parts[k].nonzero});
     if (stored) flat.push_back((*stored)[k]);
   }
-  for (std::size_t at = 0; at < flat.size(); at += std::size_t{1} << 28)
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, flat.data() + at, static_cast<int>(std::min(flat.size() - at, std::size_t{1} << 28)),
-                            MPI_UINT64_T, MPI_SUM, comm),
-              "MPI_Allreduce (fletcher32)");
+  allreduce_sum_u64(comm, flat.data(), flat.size(), "MPI_Allreduce (fletcher32)");
   const std::size_t stride = stored ? 4 : 3;
   for (std::size_t k = 0; k < parts.size(); ++k) {
     Fletcher32Part sum;

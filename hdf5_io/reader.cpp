@@ -158,10 +158,7 @@ OpenedRead open_read(MPI_Comm comm, OpenFile& f, DatasetJob job) {
     o.map.chunk_elements = head[1];
     o.map.chunk_bytes = head[2];
     o.map.address.resize(static_cast<std::size_t>(head[3]));
-    for (std::size_t at = 0; at < o.map.address.size(); at += std::size_t{1} << 28)
-      check_mpi(MPI_Bcast(o.map.address.data() + at, static_cast<int>(std::min(o.map.address.size() - at, std::size_t{1} << 28)),
-                          MPI_UINT64_T, 0, comm),
-                "MPI_Bcast (chunk addresses)");
+    bcast_u64(comm, o.map.address.data(), o.map.address.size(), 0, "MPI_Bcast (chunk addresses)");
   }
   return o;
 }
