@@ -33,7 +33,6 @@ if(dmuon_library_type STREQUAL "STATIC_LIBRARY")
 else()
   set(DMUON_CONFIG_STATIC OFF)
 endif()
-set(DMUON_CONFIG_HDF5_LIBRARIES ${HDF5_C_LIBRARIES})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/DMuonConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/DMuonConfig.cmake
                               INSTALL_DESTINATION ${DMUON_INSTALL_CMAKEDIR})

@@ -16,6 +16,12 @@ mkdir -p "$work"
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 test -f "$prefix/lib/cmake/DMuon/DMuonConfig.cmake" || { echo "no DMuonConfig.cmake installed"; exit 1; }
+# The package must name its dependencies by target (found again on the
+# consumer's machine), not by this machine's library paths.
+if grep -h "INTERFACE_LINK_LIBRARIES" "$prefix"/lib/cmake/DMuon/DMuonTargets*.cmake | grep -E '(^|[";])/[^";]*\.(so|a)([";]|$)'; then
+  echo "the installed targets name libraries by absolute path (above)"
+  exit 1
+fi
 
 consumers=(consumer_c)
 [ "$has_fortran" = "ON" ] && consumers+=(consumer_fortran)
