@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sysexits.h>
 
 #include <dmuon/dmuon.h>
 
@@ -66,7 +67,7 @@ static void make_dir(const char *dir) {
 }
 
 int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
-  int rank = 0, size = 1, status = 1, start = 0;
+  int rank = 0, size = 1, status = 1, start = 0, checkpointed_on_request = 0;
   const int use_muon = strcmp(cfg->optimizer, "muon") == 0;
   dmuon_context_t ctx = NULL;
   dmuon_optimizer_t opt = NULL;
@@ -183,11 +184,14 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
       if (rank == 0) printf("checkpoint at step %d in %s\n", done_steps, cfg->checkpoint_dir);
       if (requested) {
         if (rank == 0) printf("checkpoint requested by a signal: exiting; rerun to continue\n");
+        checkpointed_on_request = 1;
         break;
       }
     }
   }
-  status = 0;
+  /* EX_TEMPFAIL (75): checkpointed on request, run again to continue. The job
+     scripts requeue on it whoever sent the signal (jobscripts/lib/dmuon_job.sh). */
+  status = checkpointed_on_request ? EX_TEMPFAIL : 0;
 done:
   if (csv) fclose(csv);
   free(x);

@@ -39,9 +39,9 @@ typedef struct surrogate_config {
   int restart;
 } surrogate_config;
 
-/* Runs the example on comm (collective). Returns 0 on success, also after a
- * requested checkpoint-and-exit; non-zero after a failure (already reported
- * on stderr). */
+/* Runs the example on comm (collective). Returns 0 when every step is done,
+ * EX_TEMPFAIL (75) after a checkpoint requested by a signal (run it again to
+ * continue), anything else after a failure (already reported on stderr). */
 int surrogate_run(const surrogate_config *cfg, MPI_Comm comm);
 
 #ifdef __cplusplus

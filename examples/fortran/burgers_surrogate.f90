@@ -25,6 +25,7 @@ program burgers_surrogate
   integer(c_int64_t) :: restored
   integer :: rank, nranks, start, step, done_steps, since_log, ierr, csv, width
   logical :: ok, use_muon, requested, resumed
+  logical :: checkpointed_on_request = .false.
 
   interface
     ! POSIX mkdir, for the checkpoint directory (an existing one is fine)
@@ -143,6 +144,7 @@ program burgers_surrogate
       if (rank == 0) write (*, '("checkpoint at step ",i0," in ",a)') done_steps, trim(cfg%checkpoint_dir)
       if (requested) then
         if (rank == 0) write (*, '(a)') "checkpoint requested by a signal: exiting; rerun to continue"
+        checkpointed_on_request = .true.
         exit
       end if
     end if
@@ -153,6 +155,9 @@ program burgers_surrogate
   call dmuon_optimizer_destroy(opt)
   call dmuon_context_destroy(ctx)
   call MPI_Finalize()
+  ! 75 (EX_TEMPFAIL): checkpointed on request, run again to continue. The job
+  ! scripts requeue on it whoever sent the signal (jobscripts/lib/dmuon_job.sh).
+  if (checkpointed_on_request) stop 75
 
 contains
 

@@ -22,9 +22,9 @@
 #   run me again"; a program that writes DMUON_DONE_FILE when it has done all
 #   its steps is finished when that file exists; exit status 0 without a
 #   checkpoint signal means finished. Exit status 0 after a checkpoint signal
-#   (the examples exit 0 after a requested checkpoint) is requeued: the next
-#   run restores the latest checkpoint and either goes on or, having nothing
-#   left to do, exits 0 at once.
+#   (a program that exits 0 after a requested checkpoint; the examples exit 75)
+#   is requeued: the next run restores the latest checkpoint and either goes
+#   on or, having nothing left to do, exits 0 at once.
 #
 # Settings (environment, all optional; sbatch passes the submitting shell's
 # environment to the job):

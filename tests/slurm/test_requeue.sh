@@ -88,6 +88,7 @@ expect_state "$sig" "$sig_out" COMPLETED 1
 # and the script requeued the job.
 expect_line "$sig" "$sig_out" 'restart 0\] checkpoint signal received: forwarding SIGUSR1' "first run"
 expect_line "$sig" "$sig_out" '^checkpoint requested by a signal' "first run"
+expect_line "$sig" "$sig_out" 'restart 0\] program checkpointed and asked to be run again \(status 75\)' "first run"
 expect_line "$sig" "$sig_out" 'restart 0\] REQUEUE' "first run"
 # The step of the checkpoint written on the signal: the last "checkpoint at
 # step" line before the program's "requested by a signal" line.
