@@ -51,7 +51,8 @@ DatasetJob data_job(const std::string& path, Dtype d, Buffer b, std::vector<Piec
 }
 
 // Device memory: copy this rank's pieces into a compact host buffer and
-// re-point the job at it (the CUDA backend may make this pinned later).
+// re-point the job at it (the CUDA backend's downloads of 1 MiB or more go
+// through its pinned staging).
 void stage(Backend& backend, DatasetJob& job, std::vector<char>& store) {
   int64_t n = 0;
   for (const Piece& p : job.pieces) n += p.count;

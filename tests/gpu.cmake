@@ -29,6 +29,9 @@ dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS
 # collective_timeout_ms on one GPU: a stalled stream (DMUON_FAULT_POINT=cuda-stall) gives
 # DMUON_ERR_TIMEOUT at the first host wait, then fast failures, and destroy returns.
 dmuon_add_gpu_test(test_cuda_timeout gpu/test_cuda_timeout.cpp)
+# Checkpoints from and into device memory (the pinned staging of large host
+# transfers): exact bytes across backends both ways, and bitwise continuation.
+dmuon_add_gpu_test(test_cuda_checkpoint gpu/test_cuda_checkpoint.cpp)
 
 # A rank dies during a step on NCCL (2 ranks, one GPU each; skipped with fewer
 # GPUs): the survivor gets PEER_FAILED or TIMEOUT. Run and judge as the CPU

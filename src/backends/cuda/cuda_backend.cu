@@ -151,9 +151,11 @@ CudaBackend::~CudaBackend() {
     // touch these; freeing would wait for the device (cudaFree, cublasDestroy
     // synchronise it). The process has lost a rank: keep them until it ends.
     for (auto& kv : states_) keep_for_process_lifetime(std::move(kv.second));
+    (void)pinned_.release();  // an aborted copy may still use it
     return;
   }
   states_.clear();
+  pinned_.reset();
   if (own_stream_) cudaStreamDestroy(as_stream(own_stream_));
   if (stall_flag_) cudaFreeHost(stall_flag_);
 }
@@ -217,19 +219,96 @@ void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
   wait_for("a device copy", {own_stream_}, nullptr);
 }
 
+// ------------------------------------------------------------ host transfers
 // Host transfers happen outside steps (checkpoints, tests, stats): they wait.
+// Large ones (a checkpoint's buffers) go through two pinned blocks: from
+// pageable memory the driver stages the copy itself, in small pieces and
+// synchronously, at a fraction of the link's rate; through the blocks the
+// DMA of one piece overlaps the CPU's copy of the other.
+struct PinnedStaging {
+  static constexpr std::size_t kBlockBytes = std::size_t{32} << 20;
+  void* block[2] = {nullptr, nullptr};
+  cudaEvent_t done[2] = {nullptr, nullptr};  // the DMA of each block's latest piece
+};
+
+void PinnedStagingDeleter::operator()(PinnedStaging* s) const noexcept {
+  for (int b = 0; b < 2; ++b) {
+    if (s->block[b]) cudaFreeHost(s->block[b]);
+    if (s->done[b]) cudaEventDestroy(s->done[b]);
+  }
+  delete s;
+}
+
+namespace {
+// Below this, one plain copy: the blocks would only add a host copy.
+constexpr std::size_t kPinnedFromBytes = std::size_t{1} << 20;
+}  // namespace
+
+PinnedStaging& CudaBackend::pinned_staging() {
+  if (pinned_) return *pinned_;
+  std::unique_ptr<PinnedStaging, PinnedStagingDeleter> s(new PinnedStaging);
+  for (int b = 0; b < 2; ++b) {
+    const cudaError_t rc = cudaHostAlloc(&s->block[b], PinnedStaging::kBlockBytes, cudaHostAllocDefault);
+    if (rc == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      fail(DMUON_ERR_OUT_OF_MEMORY, "cudaHostAlloc of the pinned staging: out of memory");
+    }
+    cuda_check(rc, "cudaHostAlloc (pinned staging)");
+    cuda_check(cudaEventCreateWithFlags(&s->done[b], cudaEventDisableTiming), "cudaEventCreate");
+  }
+  pinned_ = std::move(s);
+  return *pinned_;
+}
+
 void CudaBackend::upload(void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
-  wait_all("an upload to the device");
-  cuda_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, as_stream(own_stream_)), "cudaMemcpyAsync");
-  wait_for("an upload to the device", {own_stream_}, nullptr);
+  const char* what = "an upload to the device";
+  wait_all(what);
+  cudaStream_t stream = as_stream(own_stream_);
+  if (bytes < kPinnedFromBytes) {
+    cuda_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+  } else {
+    PinnedStaging& ps = pinned_staging();
+    const std::size_t n = PinnedStaging::kBlockBytes;
+    for (std::size_t at = 0, i = 0; at < bytes; at += n, ++i) {
+      const std::size_t len = std::min(n, bytes - at), b = i % 2;
+      if (i >= 2) wait_for(what, {}, ps.done[b]);  // the piece before last has left this block
+      std::memcpy(ps.block[b], static_cast<const char*>(host) + at, len);
+      cuda_check(cudaMemcpyAsync(static_cast<char*>(dst) + at, ps.block[b], len, cudaMemcpyHostToDevice, stream),
+                 "cudaMemcpyAsync");
+      cuda_check(cudaEventRecord(ps.done[b], stream), "cudaEventRecord");
+    }
+  }
+  wait_for(what, {own_stream_}, nullptr);
 }
 
 void CudaBackend::download(void* host, const void* src, std::size_t bytes) {
   if (!bytes) return;
-  wait_all("a download from the device");
-  cuda_check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, as_stream(own_stream_)), "cudaMemcpyAsync");
-  wait_for("a download from the device", {own_stream_}, nullptr);
+  const char* what = "a download from the device";
+  wait_all(what);
+  cudaStream_t stream = as_stream(own_stream_);
+  if (bytes < kPinnedFromBytes) {
+    cuda_check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+    wait_for(what, {own_stream_}, nullptr);
+    return;
+  }
+  PinnedStaging& ps = pinned_staging();
+  const std::size_t n = PinnedStaging::kBlockBytes, pieces = (bytes + n - 1) / n;
+  const auto enqueue = [&](std::size_t i) {
+    const std::size_t at = i * n;
+    cuda_check(cudaMemcpyAsync(ps.block[i % 2], static_cast<const char*>(src) + at, std::min(n, bytes - at),
+                               cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync");
+    cuda_check(cudaEventRecord(ps.done[i % 2], stream), "cudaEventRecord");
+  };
+  enqueue(0);
+  for (std::size_t i = 0; i < pieces; ++i) {
+    // Into the other block, whose previous piece (i - 1) was copied out below.
+    if (i + 1 < pieces) enqueue(i + 1);
+    wait_for(what, {}, ps.done[i % 2]);
+    const std::size_t at = i * n;
+    std::memcpy(static_cast<char*>(host) + at, ps.block[i % 2], std::min(n, bytes - at));
+  }
 }
 
 void CudaBackend::synchronize() { wait_all("waiting for the device"); }

@@ -18,6 +18,10 @@ class NsTuner;         // per-shape choice of the Newton-Schulz products (cuda_n
 struct NsTunerDeleter {
   void operator()(NsTuner* t) const noexcept;
 };
+struct PinnedStaging;  // pinned blocks of the host transfers (cuda_backend.cu)
+struct PinnedStagingDeleter {
+  void operator()(PinnedStaging* s) const noexcept;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -98,6 +102,7 @@ class CudaBackend final : public Backend {
   // Copies `bytes` of host data into the step's pinned ring slot for `piece`
   // and enqueues its upload; returns the device copy (a fixed address).
   void* stage(int piece, const void* host, std::size_t bytes);
+  PinnedStaging& pinned_staging();  // made at the first large host transfer
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -110,6 +115,7 @@ class CudaBackend final : public Backend {
   bool fail_next_capture_ = false;
   std::string choices_log_;         // shape choices and fallbacks, for kernel_choices()
   std::unique_ptr<NsTuner, NsTunerDeleter> ns_tuner_;
+  std::unique_ptr<PinnedStaging, PinnedStagingDeleter> pinned_;
   int timeout_ms_ = 0;              // bounds each host wait; 0: the driver's blocking waits
   int* stall_flag_ = nullptr;       // host-mapped flag of the test-only stall (see inject_stall)
 
