@@ -4,12 +4,13 @@
 // memory, copies from the page cache) and the CPU rates involved.
 //
 // Threads stand in for ranks: "2T split" is two readers, each reading half
-// of the file in order, as two ranks read their shares. "hint" is a helper
-// giving posix_fadvise(WILLNEED) up to 256 MiB ahead of its reader in 8 MiB
-// pieces (ReadAhead's window); "cks" checksums each MiB read with CRC-32C
+// of the file in order, as two ranks read their shares. "hint" gives each
+// reader the restore's own ReadAhead (posix_fadvise(WILLNEED) from a helper
+// thread, 256 MiB ahead in 8 MiB pieces); "cks" checksums each MiB read with CRC-32C
 // and fletcher32, as a restore verifies its chunks. Before every cold test
 // the file's pages are dropped (fdatasync, POSIX_FADV_DONTNEED); each
-// repetition runs every test once, in order.
+// repetition runs every test once, in order. Fresh memory is mapped and
+// populated with the restore's own calls (core/mapped_memory.hpp).
 //
 // Usage: bench_read_patterns --file /tmp/x/f.bin --size-mb 1024 --reps 5
 // (the file and its ".hot" twin are created and removed).
@@ -18,21 +19,19 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_common.hpp"
+#include "core/mapped_memory.hpp"
 #include "hdf5_io/crc32c.hpp"
 #include "hdf5_io/fletcher32.hpp"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
+#include "hdf5_io/posix_io.hpp"
 
 namespace po = boost::program_options;
 using bench::now;
@@ -48,19 +47,13 @@ void checksum(const char* p, std::size_t n) {
   g_sink = crc + static_cast<uint32_t>(dmuon::ckpt::fletcher32_part(p, n, 0, n).sum1);
 }
 
-char* fresh(std::size_t n) {
-  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    std::perror("mmap");
-    std::exit(1);
-  }
-  return static_cast<char*>(p);
-}
+char* fresh(std::size_t n) { return static_cast<char*>(dmuon::map_anonymous(n)); }
 
-// The kernel zeroes the pages now, in the 16 MiB steps dmuon's staging uses.
-void populate(char* p, std::size_t n) {
-  for (std::size_t at = 0; at < n; at += 16 * kMiB) ::madvise(p + at, std::min(16 * kMiB, n - at), MADV_POPULATE_WRITE);
-}
+// The kernel zeroes the pages now, as for the restore's staging.
+void populate(char* p, std::size_t n) { (void)dmuon::populate(p, n); }
+
+// The read-ahead window of a restore (hdf5_io/reader.cpp, kReadAheadBytes).
+constexpr std::uint64_t kReadAheadBytes = std::uint64_t{256} << 20;
 
 struct Reads {
   int threads = 1;
@@ -85,30 +78,18 @@ double read_file(const std::string& path, std::size_t bytes, const Reads& r, cha
       const std::size_t lo = r.interleave ? 0 : bytes / r.threads * t;
       const std::size_t hi = r.interleave ? bytes : bytes / r.threads * (t + 1);
       const std::size_t first = r.interleave ? t * r.block : lo, step = r.interleave ? r.threads * r.block : r.block;
-      std::atomic<std::size_t> progress{first};
-      std::atomic<bool> done{false};
-      std::thread hinter;
-      if (r.hint)
-        hinter = std::thread([&] {
-          for (std::size_t hinted = first; hinted < hi && !done;) {
-            if (hinted < progress + 256 * kMiB) {
-              const std::size_t n = std::min(8 * kMiB, hi - hinted);
-              ::posix_fadvise(fd, static_cast<off_t>(hinted), static_cast<off_t>(n), POSIX_FADV_WILLNEED);
-              hinted += n;
-            } else {
-              std::this_thread::sleep_for(std::chrono::microseconds(100));
-            }
-          }
-        });
+      std::unique_ptr<dmuon::ckpt::ReadAhead> ahead;
+      if (r.hint) {
+        ahead = std::make_unique<dmuon::ckpt::ReadAhead>(fd, kReadAheadBytes);
+        for (std::size_t at = first; at < hi; at += step) ahead->add(at, std::min(r.block, hi - at));
+      }
       for (std::size_t at = first; at < hi; at += step) {
         const std::size_t n = std::min(r.block, hi - at);
-        progress = at + n;
+        if (ahead) ahead->advance(n);
         if (::pread(fd, dst + at, n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) std::perror("pread");
         if (r.checksums)
           for (std::size_t o = 0; o < n; o += kMiB) checksum(dst + at + o, std::min(kMiB, n - o));
       }
-      done = true;
-      if (hinter.joinable()) hinter.join();
     });
   for (auto& t : readers) t.join();
   const double seconds = now() - t0;
