@@ -52,9 +52,6 @@ char* fresh(std::size_t n) { return static_cast<char*>(dmuon::map_anonymous(n));
 // The kernel zeroes the pages now, as for the restore's staging.
 void populate(char* p, std::size_t n) { (void)dmuon::populate(p, n); }
 
-// The read-ahead window of a restore (hdf5_io/reader.cpp, kReadAheadBytes).
-constexpr std::uint64_t kReadAheadBytes = std::uint64_t{256} << 20;
-
 struct Reads {
   int threads = 1;
   std::size_t block = kMiB;
@@ -80,7 +77,7 @@ double read_file(const std::string& path, std::size_t bytes, const Reads& r, cha
       const std::size_t first = r.interleave ? t * r.block : lo, step = r.interleave ? r.threads * r.block : r.block;
       std::unique_ptr<dmuon::ckpt::ReadAhead> ahead;
       if (r.hint) {
-        ahead = std::make_unique<dmuon::ckpt::ReadAhead>(fd, kReadAheadBytes);
+        ahead = std::make_unique<dmuon::ckpt::ReadAhead>(fd, dmuon::ckpt::kRestoreReadAheadBytes);
         for (std::size_t at = first; at < hi; at += step) ahead->add(at, std::min(r.block, hi - at));
       }
       for (std::size_t at = first; at < hi; at += step) {

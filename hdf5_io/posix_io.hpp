@@ -39,6 +39,12 @@ bool pread_exact(int fd, void* buf, std::size_t n, uint64_t at, int* err);
 // Writes exactly n bytes at `at`; throws DMUON_ERR_IO "<what>: <strerror>".
 void pwrite_exact(int fd, const void* buf, std::size_t n, uint64_t at, const std::string& what);
 
+// The window a restore gives its ReadAhead: bytes of the data chunks a rank
+// asks the kernel to read ahead of itself, enough to cover the zeroing of
+// staging memory and the checksums of the blocks in between (a few tenths of
+// a second of a local disk), small against the page cache.
+constexpr uint64_t kRestoreReadAheadBytes = uint64_t{256} << 20;
+
 // Keeps the storage busy while a reader checksums what it read: the reader
 // declares the byte ranges it will read, in order, and reports its progress;
 // the ranges up to `window` bytes ahead of it are handed to the kernel

@@ -204,12 +204,6 @@ struct DataRead {
   std::function<void()> place;   // null: nothing to do
 };
 
-// Bytes of the data chunks a rank asks the kernel to read ahead of itself:
-// enough to cover the zeroing of staging memory and the checksums of the
-// blocks in between (a few tenths of a second of a local disk), small
-// against the page cache.
-constexpr uint64_t kReadAheadBytes = uint64_t{256} << 20;
-
 // Helper threads per rank that populate the staging memory (the kernel
 // zeroes it) ahead of the reads.
 constexpr std::size_t kStagingThreads = 2;
@@ -461,7 +455,7 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   // located, so the disk streams the first ones while the chunk indexes of
   // the others are still being read (cold, in small reads).
   std::vector<OpenedRead> opened;
-  ReadAhead ahead(file.raw.fd(), kReadAheadBytes);
+  ReadAhead ahead(file.raw.fd(), kRestoreReadAheadBytes);
   for (DataRead& dr : reads) {
     opened.push_back(open_read(comm, file, std::move(dr.job)));
     if (opened.back().direct) add_read_ranges(opened.back().job, opened.back().map, ahead);
