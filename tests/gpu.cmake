@@ -9,18 +9,30 @@ add_library(dmuon_gpu_test_main STATIC gpu/gpu_gtest_main.cpp)
 target_include_directories(dmuon_gpu_test_main PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(dmuon_gpu_test_main PUBLIC dmuon MPI::MPI_CXX GTest::gtest CUDA::cudart)
 
-# dmuon_add_gpu_test(<name> <source>): one rank (one GPU on the test machine).
+# Every rank of a gpu test starts through gpu/gpu_rank.sh: where ranks
+# outnumber the GPUs (the one-GPU test machine) they share one on purpose,
+# each looking like another host to NCCL.
+set(dmuon_gpu_rank ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_rank.sh)
+
+# dmuon_add_gpu_test(<name> <source>): at 1, 2 and 4 ranks.
 function(dmuon_add_gpu_test name source)
   add_executable(${name} ${source} support/reference.cpp)
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${name} PRIVATE dmuon_gpu_test_main CUDA::cudart)
-  dmuon_add_mpi_test(NAME ${name} COMMAND ${name} NPROCS 1 LABELS gpu PROPERTIES SKIP_RETURN_CODE 77)
+  dmuon_add_mpi_test(NAME ${name} COMMAND ${dmuon_gpu_rank} $<TARGET_FILE:${name}> NPROCS 1 2 4 LABELS gpu
+                     PROPERTIES SKIP_RETURN_CODE 77)
 endfunction()
 
 dmuon_add_gpu_test(test_cuda_adam gpu/test_cuda_adam.cpp)
 dmuon_add_gpu_test(test_cuda_muon gpu/test_cuda_muon.cpp)
 dmuon_add_gpu_test(test_cuda_step_graph gpu/test_cuda_step_graph.cpp)
 dmuon_add_gpu_test(test_cuda_async gpu/test_cuda_async.cu)
+# Code as users write it: plain cudaMemcpy in and out of the views, no
+# synchronisation of its own, against the float64 reference.
+dmuon_add_gpu_test(test_cuda_natural gpu/test_cuda_natural.cu)
+# The device a context runs on ("cuda", "cuda:N", "cuda:current") and the
+# refusal of ranks that share a GPU without the opt-in.
+dmuon_add_gpu_test(test_cuda_device gpu/test_cuda_device.cpp)
 # Symmetric Newton-Schulz products: equal to plain within bf16 tolerance, replay
 # bitwise eager, per-shape choice timed once and cached on disk.
 dmuon_add_gpu_test(test_cuda_ns_symmetric gpu/test_cuda_ns_symmetric.cu)
@@ -33,8 +45,8 @@ dmuon_add_gpu_test(test_cuda_timeout gpu/test_cuda_timeout.cpp)
 # transfers): exact bytes across backends both ways, and bitwise continuation.
 dmuon_add_gpu_test(test_cuda_checkpoint gpu/test_cuda_checkpoint.cpp)
 
-# A rank dies during a step on NCCL (2 ranks, one GPU each; skipped with fewer
-# GPUs): the survivor gets PEER_FAILED or TIMEOUT. Run and judge as the CPU
+# A rank dies during a step on NCCL (2 ranks; on one GPU through gpu_rank.sh):
+# the survivor gets PEER_FAILED or TIMEOUT. Run and judge as the CPU
 # rank-death tests (tests/hardening.cmake): with orte_enable_recovery mpirun's
 # status says nothing, so the survivor writes a verdict and a second test reads it.
 add_executable(die_in_step_cuda gpu/die_in_step_cuda.cpp)
@@ -42,7 +54,7 @@ target_link_libraries(die_in_step_cuda PRIVATE dmuon MPI::MPI_CXX CUDA::cudart)
 target_include_directories(die_in_step_cuda PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 set(dmuon_die_cuda_dir ${CMAKE_CURRENT_BINARY_DIR}/gpu/die_in_step_cuda)
 file(MAKE_DIRECTORY ${dmuon_die_cuda_dir})
-dmuon_add_mpi_test(NAME die_in_step_cuda COMMAND die_in_step_cuda ${dmuon_die_cuda_dir} 1 1500 NPROCS 2
+dmuon_add_mpi_test(NAME die_in_step_cuda COMMAND ${dmuon_gpu_rank} $<TARGET_FILE:die_in_step_cuda> ${dmuon_die_cuda_dir} 1 1500 NPROCS 2
                    LABELS gpu multigpu)
 set_tests_properties(die_in_step_cuda_np2 PROPERTIES ENVIRONMENT "${DMUON_TEST_ENV};OMPI_MCA_orte_enable_recovery=1"
                      TIMEOUT 120 FIXTURES_SETUP die_in_step_cuda SKIP_RETURN_CODE 77
@@ -61,7 +73,11 @@ set_tests_properties(test_cuda_nodevice_np1 PROPERTIES ENVIRONMENT "${DMUON_TEST
 add_executable(torch_compare_dump gpu/torch_compare_dump.cpp support/reference.cpp)
 target_include_directories(torch_compare_dump PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(torch_compare_dump PRIVATE dmuon MPI::MPI_CXX CUDA::cudart GTest::gtest)
-add_test(NAME test_cuda_vs_torch
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/torch_compare.sh $<TARGET_FILE:torch_compare_dump>
-                 ${CMAKE_CURRENT_BINARY_DIR}/torch_compare)
-set_tests_properties(test_cuda_vs_torch PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${DMUON_TEST_ENV}" TIMEOUT 300)
+foreach(n 1 2)
+  add_test(NAME test_cuda_vs_torch_np${n}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/torch_compare.sh ${CMAKE_CURRENT_BINARY_DIR}/torch_compare_np${n}
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS} ${dmuon_gpu_rank}
+                   $<TARGET_FILE:torch_compare_dump>)
+  set_tests_properties(test_cuda_vs_torch_np${n} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${DMUON_TEST_ENV}"
+                       TIMEOUT 300)
+endforeach()

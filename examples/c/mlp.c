@@ -92,10 +92,9 @@ int mlp_init(mlp *m, int seed) {
   return DMUON_SUCCESS;
 }
 
-int mlp_pull_params(mlp *m, dmuon_optimizer_t opt) {
+int mlp_pull_params(mlp *m) {
   if (!m->mirrored) return DMUON_SUCCESS;
-  dmuon_clip_stats_t stats;
-  int rc = dmuon_get_clip_stats(opt, &stats);
+  int rc = DMUON_SUCCESS;
   for (int l = 0; l < m->n_linear && rc == DMUON_SUCCESS; ++l) {
     rc = copy_bytes(m->w[l], m->view_w[l], sizeof(float) * (size_t)(m->dims[l] * m->dims[l + 1]));
     if (rc == DMUON_SUCCESS) rc = copy_bytes(m->b[l], m->view_b[l], sizeof(float) * (size_t)m->dims[l + 1]);

@@ -37,9 +37,9 @@ int mlp_bind(mlp *m, dmuon_optimizer_t opt, int batch, int on_device);
 /* Uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) weights, zero biases; the same on
  * every rank. Writes dmuon's parameters. */
 int mlp_init(mlp *m, int seed);
-/* Mirrored only: wait for the last step (dmuon_get_clip_stats is the call
- * that waits for the device) and copy the parameters to the host. */
-int mlp_pull_params(mlp *m, dmuon_optimizer_t opt);
+/* Mirrored only: copy the parameters to the host. A plain cudaMemcpy is
+ * ordered after the last dmuon_step: no synchronisation is needed. */
+int mlp_pull_params(mlp *m);
 /* Mirrored only: copy the gradients to dmuon's device views. */
 int mlp_push_grads(mlp *m);
 /* Forward and backward over a batch x[batch][n_in] with targets t[batch]:

@@ -152,7 +152,7 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
     const double lr_factor = 1.0 - (1.0 - cfg->lr_final) * step / cfg->steps;
     CHECK(dmuon_set_lr(opt, DMUON_KIND_MUON, cfg->muon_lr * lr_factor));
     CHECK(dmuon_set_lr(opt, DMUON_KIND_ADAM, cfg->adam_lr * lr_factor));
-    CHECK(mlp_pull_params(&net, opt));
+    CHECK(mlp_pull_params(&net));
     loss_sum[0] += mlp_train_batch(&net, x, t);
     CHECK(mlp_push_grads(&net));
     for (int k = 0; k < cfg->batch; ++k) loss_sum[1] += (double)t[k] * t[k] / cfg->batch;

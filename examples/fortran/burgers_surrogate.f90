@@ -116,7 +116,7 @@ program burgers_surrogate
     lr_factor = 1d0 - (1d0 - cfg%lr_final) * step / cfg%steps
     call dmuon_set_lr(opt, DMUON_KIND_MUON, cfg%muon_lr * lr_factor)
     call dmuon_set_lr(opt, DMUON_KIND_ADAM, cfg%adam_lr * lr_factor)
-    call mlp_pull_params(net, opt)
+    call mlp_pull_params(net)
     loss_sum(1) = loss_sum(1) + mlp_train_batch(net, x, t)
     call mlp_push_grads(net)
     loss_sum(2) = loss_sum(2) + sum(dble(t)**2) / cfg%batch

@@ -108,15 +108,12 @@ contains
     end do
   end subroutine mlp_bind
 
-  !> Mirrored only: wait for the last step (dmuon_get_clip_stats is the call
-  !> that waits for the device), then copy the parameters to the host.
-  subroutine mlp_pull_params(m, opt)
+  !> Mirrored only: copy the parameters to the host. The copy runs on the
+  !> default stream, which dmuon_step orders after the step: no wait needed.
+  subroutine mlp_pull_params(m)
     type(mlp), intent(inout) :: m
-    type(dmuon_optimizer), intent(in) :: opt
-    type(dmuon_clip_stats) :: stats
     integer :: l
     if (.not. m%mirrored) return
-    call dmuon_get_clip_stats(opt, stats)
     do l = 1, m%n_linear
       call copy_floats(c_loc(m%layers(l)%w), c_loc(m%layers(l)%view_w), size(m%layers(l)%w))
       call copy_floats(c_loc(m%layers(l)%b), c_loc(m%layers(l)%view_b), size(m%layers(l)%b))

@@ -141,7 +141,9 @@ typedef struct dmuon_options_s {
                                  ::DMUON_ERR_TIMEOUT; 0 waits forever (default 0). */
   int cuda_step_graph;      /**< 1: capture the whole step (NCCL included) in one CUDA graph after a
                                  warm-up step and replay it (default 0). */
-  void *cuda_stream;        /**< a cudaStream_t to enqueue the step on; NULL: the optimizer's own stream. */
+  void *cuda_stream;        /**< a cudaStream_t to enqueue the step on, which orders it with the caller's work
+                                 (see dmuon_step()); NULL: the optimizer's own stream, ordered with the
+                                 legacy default stream by events. */
 } dmuon_options_t;
 
 /** Initialiser holding every default. */
@@ -177,8 +179,21 @@ const char *dmuon_error_string(int status);
 /**@{*/
 /**
  * Create a context on @p comm (duplicated internally) with a backend chosen by
- * @p resource: "cpu", "cuda" or "auto" (cuda when a device is visible, else cpu).
- * Collective over @p comm.
+ * @p resource. Collective over @p comm.
+ *  - "cpu": host memory, MPI and BLAS.
+ *  - "cuda": one GPU per rank, the rank's index on its node (among the ranks of
+ *    MPI_COMM_WORLD) modulo the visible devices; that device becomes the
+ *    calling thread's current device.
+ *  - "cuda:N": device N (each rank may pass its own N); it becomes current.
+ *  - "cuda:current": the device the calling thread already has current (the
+ *    one the simulation selected with cudaSetDevice or acc_set_device_num);
+ *    dmuon does not change it.
+ *  - "auto": "cuda" when every rank sees a device, else "cpu".
+ * Every call on a "cuda" context runs on the context's device and leaves the
+ * caller's current device as it found it. A missing device, an index out of
+ * range, or two ranks on one GPU (NCCL needs one rank per GPU; see the
+ * backends guide for the test-only opt-in DMUON_CUDA_SHARE_GPU) fail every
+ * rank with ::DMUON_ERR_NO_DEVICE.
  */
 int dmuon_context_create(MPI_Comm comm, const char *resource, dmuon_context_t *ctx);
 /** As dmuon_context_create(), taking a Fortran communicator handle. */
@@ -256,8 +271,29 @@ int dmuon_set_external_grad(dmuon_optimizer_t opt, int id, const void *grad);
 /**
  * One optimizer step (collective): average the gradients across ranks, clip,
  * update every parameter, publish the Muon matrices to all ranks.
+ *
+ * On a GPU backend the step only enqueues work and returns; it never waits for
+ * the device. Its work is ordered with the caller's stream, by events both
+ * ways: it follows everything enqueued earlier on that stream and precedes
+ * everything enqueued there afterwards. The caller's stream is
+ * dmuon_options_t::cuda_stream when set, else the legacy default stream, which
+ * plain cudaMemcpy, kernels launched without a stream, and the per-thread
+ * default streams of code built with --default-stream per-thread are all
+ * ordered with. So code that writes the gradients with cudaMemcpy, calls
+ * dmuon_step and reads the parameters with cudaMemcpy needs no synchronisation
+ * of its own. Work on streams created with cudaStreamNonBlocking (OpenACC's
+ * async queues among them) is not ordered with the default stream: pass that
+ * stream as cuda_stream (for OpenACC, acc_get_cuda_stream(queue)), or call
+ * dmuon_synchronize().
  */
 int dmuon_step(dmuon_optimizer_t opt);
+/**
+ * Wait on the host until every piece of work the optimizer enqueued (steps,
+ * transfers) has finished. The wait is bounded by collective_timeout_ms when
+ * set (::DMUON_ERR_TIMEOUT, or ::DMUON_ERR_PEER_FAILED when a peer died). On
+ * the "cpu" backend work is done when a call returns, and this returns at once.
+ */
+int dmuon_synchronize(dmuon_optimizer_t opt);
 /** Parameter @p id has no gradient in the coming step: it is skipped whole (its Adam step count too). */
 int dmuon_mark_no_grad(dmuon_optimizer_t opt, int id);
 /** Learning rate of a group (::dmuon_kind_t), from the next step on. */

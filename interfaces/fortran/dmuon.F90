@@ -46,7 +46,7 @@ module dmuon
             dmuon_context_destroy, dmuon_context_backend, dmuon_context_rank, dmuon_context_last_error, &
             dmuon_optimizer_create, dmuon_optimizer_destroy, dmuon_register, dmuon_optimizer_finalize, &
             dmuon_num_params, dmuon_param_id, dmuon_param_view, dmuon_param_numel, dmuon_set_external_grad, &
-            dmuon_step, dmuon_mark_no_grad, dmuon_set_lr, dmuon_set_weight_decay, dmuon_set_betas, &
+            dmuon_step, dmuon_synchronize, dmuon_mark_no_grad, dmuon_set_lr, dmuon_set_weight_decay, dmuon_set_betas, &
             dmuon_set_eps, dmuon_set_momentum, dmuon_set_max_grad_norm, dmuon_get_options, &
             dmuon_get_step_count, dmuon_get_clip_stats, dmuon_param_owner, dmuon_state_bytes, &
             dmuon_checkpoint_save, dmuon_checkpoint_restore, dmuon_checkpoint_set_attribute, &
@@ -401,6 +401,13 @@ contains
     integer, intent(out), optional :: ierr
     call check(c_dmuon_step(opt%ptr), opt%ctx, "dmuon_step", ierr)
   end subroutine dmuon_step
+
+  !> Waits for the optimizer's enqueued device work (see dmuon_synchronize in dmuon.h).
+  subroutine dmuon_synchronize(opt, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_synchronize(opt%ptr), opt%ctx, "dmuon_synchronize", ierr)
+  end subroutine dmuon_synchronize
 
   subroutine dmuon_mark_no_grad(opt, id, ierr)
     type(dmuon_optimizer), intent(inout) :: opt

@@ -70,7 +70,7 @@ module dmuon_c
             c_dmuon_context_destroy, c_dmuon_context_backend, c_dmuon_context_rank, c_dmuon_context_last_error, &
             c_dmuon_optimizer_create, c_dmuon_optimizer_destroy, c_dmuon_register, c_dmuon_optimizer_finalize, &
             c_dmuon_num_params, c_dmuon_param_id, c_dmuon_param_view, c_dmuon_param_numel, &
-            c_dmuon_set_external_grad, c_dmuon_step, c_dmuon_mark_no_grad, c_dmuon_set_lr, &
+            c_dmuon_set_external_grad, c_dmuon_step, c_dmuon_synchronize, c_dmuon_mark_no_grad, c_dmuon_set_lr, &
             c_dmuon_set_weight_decay, c_dmuon_set_betas, c_dmuon_set_eps, c_dmuon_set_momentum, &
             c_dmuon_set_max_grad_norm, c_dmuon_get_options, c_dmuon_get_step_count, c_dmuon_get_clip_stats, &
             c_dmuon_param_owner, c_dmuon_state_bytes, c_dmuon_checkpoint_save, c_dmuon_checkpoint_restore, &
@@ -169,6 +169,10 @@ module dmuon_c
       integer(c_int), value :: id
     end function
     integer(c_int) function c_dmuon_step(opt) bind(C, name="dmuon_step")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+    end function
+    integer(c_int) function c_dmuon_synchronize(opt) bind(C, name="dmuon_synchronize")
       import :: c_int, c_ptr
       type(c_ptr), value :: opt
     end function

@@ -148,6 +148,13 @@ class Backend {
   // product of Newton-Schulz), as text that checkpoints store beside the plan.
   virtual std::string kernel_choices() const { return ""; }
 
+  // The calling thread's current device belongs to the simulation. A device
+  // backend makes its own device current for the duration of one public call
+  // and gives the previous one back afterwards (ScopedDevice in
+  // core/api_guard.hpp); the token is what make_current() returned.
+  virtual int make_current() noexcept { return -1; }
+  virtual void restore_current(int token) noexcept { (void)token; }
+
  protected:
   // Records the failure (the first one stays) and throws it.
   [[noreturn]] void poison(int status, const std::string& message) {
@@ -163,12 +170,31 @@ class Backend {
   std::string failed_message_;
 };
 
-// Backend selection by resource string ("cpu", "cuda", "auto"); throws Error.
+// Makes the backend's device current for a scope (one public call) and gives
+// the caller's back at its end.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(Backend* b) : b_(b), token_(b ? b->make_current() : -1) {}
+  ~ScopedDevice() {
+    if (b_) b_->restore_current(token_);
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  Backend* b_;
+  int token_;
+};
+
+// Backend selection by resource string ("cpu", "cuda", "cuda:current",
+// "cuda:N", "auto"); throws Error.
 std::unique_ptr<Backend> make_backend(const std::string& resource, MPI_Comm comm);
 
 // Provided by backends/cuda when compiled, by a stub that answers
-// DMUON_ERR_BACKEND_NOT_COMPILED otherwise.
-std::unique_ptr<Backend> make_cuda_backend(MPI_Comm comm);
+// DMUON_ERR_BACKEND_NOT_COMPILED otherwise. `device_spec` is what follows
+// "cuda" in the resource string: "" (one device per rank of the node),
+// ":current" (the calling thread's current device) or ":N" (device N).
+std::unique_ptr<Backend> make_cuda_backend(MPI_Comm comm, const std::string& device_spec);
 bool cuda_device_visible();
 std::unique_ptr<Backend> make_cpu_backend(MPI_Comm comm);
 

@@ -80,6 +80,7 @@ int dmuon_context_destroy(dmuon_context_t* ctx) {
   if (!valid(*ctx)) return with_context(*ctx, "dmuon_context_destroy", [](dmuon_context_s&) {});
   dmuon_context_s& c = **ctx;
   const int status = guarded(&c, [&] {
+    ScopedDevice on_device(c.backend.get());
     if (!c.backend->failed_status()) c.backend->close();
   });
   const bool poisoned = c.backend->failed_status() != 0;
@@ -273,6 +274,10 @@ int dmuon_get_step_count(dmuon_optimizer_t opt, int64_t* steps) {
     require_out(steps, "dmuon_get_step_count", "steps");
     *steps = o.step_count();
   });
+}
+
+int dmuon_synchronize(dmuon_optimizer_t opt) {
+  return with_optimizer(opt, "dmuon_synchronize", [&](Optimizer& o) { o.backend().synchronize(); });
 }
 
 int dmuon_get_clip_stats(dmuon_optimizer_t opt, dmuon_clip_stats_t* stats) {

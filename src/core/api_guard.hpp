@@ -48,7 +48,10 @@ int with_optimizer(dmuon_optimizer_s* opt, const char* call, F&& body) {
     record_error(nullptr, std::string(call) + ": the optimizer handle is NULL, destroyed or not an optimizer");
     return DMUON_ERR_NULL_HANDLE;
   }
-  return guarded(opt->impl.context(), [&] { body(opt->impl); });
+  return guarded(opt->impl.context(), [&] {
+    ScopedDevice on_device(opt->impl.context()->backend.get());
+    body(opt->impl);
+  });
 }
 
 template <class F>
@@ -57,7 +60,10 @@ int with_context(dmuon_context_s* ctx, const char* call, F&& body) {
     record_error(nullptr, std::string(call) + ": the context handle is NULL, destroyed or not a context");
     return DMUON_ERR_NULL_HANDLE;
   }
-  return guarded(ctx, [&] { body(*ctx); });
+  return guarded(ctx, [&] {
+    ScopedDevice on_device(ctx->backend.get());
+    body(*ctx);
+  });
 }
 
 inline void require_out(const void* p, const char* call, const char* what) {

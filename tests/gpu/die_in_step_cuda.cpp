@@ -65,17 +65,19 @@ int main(int argc, char** argv) {
   const int victim = std::atoi(argv[2]);
   const int timeout_ms = std::atoi(argv[3]);
 
-  // One GPU per rank of this node, on every node, or nobody runs.
+  // One GPU per rank of this node, on every node, or ranks that share a GPU
+  // on purpose (gpu_rank.sh), or nobody runs.
   MPI_Comm node = MPI_COMM_NULL;
   int local_size = 1, devices = 0;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
   MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
-  int mine = devices >= local_size ? 1 : 0, all = 0;
+  const char* share = std::getenv("DMUON_CUDA_SHARE_GPU");
+  int mine = devices >= local_size || (devices > 0 && share && std::string(share) == "1") ? 1 : 0, all = 0;
   MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all || size < 2) {
-    verdict::write("SKIP needs one GPU per rank and 2 ranks or more; rank " + std::to_string(rank) + " sees " +
+    verdict::write("SKIP needs one GPU per rank (or DMUON_CUDA_SHARE_GPU=1) and 2 ranks or more; rank " + std::to_string(rank) + " sees " +
                   std::to_string(devices) + " GPUs for " + std::to_string(local_size) + " ranks on its node");
     if (rank == 0) std::printf("fewer GPUs than ranks: gpu test skipped\n");
     MPI_Finalize();

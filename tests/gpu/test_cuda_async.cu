@@ -19,9 +19,12 @@ const std::vector<Spec> kModel = {
     {"e", DMUON_KIND_ADAM, DMUON_DTYPE_BF16, {77, 128}},
 };
 
-void run(int step_graph, int clip) {
+// held_default: the held stream is the legacy default stream and the step is
+// given none, so it is ordered behind the held kernel by an event, which the
+// host must not wait for either.
+void run(int step_graph, int clip, bool held_default = false) {
   cudaStream_t user = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  if (!held_default) ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
   dmuon_options_t o = DMUON_OPTIONS_INIT;
   o.cuda_step_graph = step_graph;
   o.max_grad_norm = clip ? 1.0 : 0.0;
@@ -40,15 +43,17 @@ void run(int step_graph, int clip) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   held.grads(2);  // synchronous copies: before the stream is held
   twin.grads(2);
-  ASSERT_NO_FATAL_FAILURE(gputest::expect_three_steps_never_wait(held, user));
+  ASSERT_NO_FATAL_FAILURE(gputest::expect_three_steps_never_wait(held, held_default ? cudaStreamLegacy : user));
   // Same three steps (same gradients, already in place) on the twin.
   for (int k = 0; k < 3; ++k) ASSERT_EQ(dmuon_step(twin.opt), DMUON_SUCCESS);
   for (std::size_t k = 0; k < kModel.size(); ++k) EXPECT_EQ(held.raw(int(k)), twin.raw(int(k))) << kModel[k].name;
   }
-  cudaStreamDestroy(user);
+  if (user) cudaStreamDestroy(user);
 }
 
 TEST(CudaAsync, EagerStepNeverWaits) { run(0, 1); }
 TEST(CudaAsync, WholeStepGraphNeverWaits) { run(1, 1); }
+TEST(CudaAsync, DefaultStreamStepNeverWaits) { run(0, 1, true); }
+TEST(CudaAsync, DefaultStreamWholeStepGraphNeverWaits) { run(1, 1, true); }
 
 }  // namespace

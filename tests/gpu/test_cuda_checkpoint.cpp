@@ -31,8 +31,12 @@ dmuon_options_t options() {
 }
 
 std::string temp_dir(const char* tag) {
+  // One directory for all ranks (a save is collective): rank 0 makes it.
   std::string pattern = (std::filesystem::temp_directory_path() / (std::string("dmuon_cuda_ckpt_") + tag + "_XXXXXX")).string();
-  EXPECT_NE(mkdtemp(pattern.data()), nullptr);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) EXPECT_NE(mkdtemp(pattern.data()), nullptr);
+  MPI_Bcast(pattern.data(), static_cast<int>(pattern.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
   return pattern;
 }
 

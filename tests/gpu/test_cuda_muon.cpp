@@ -121,7 +121,7 @@ TEST(CudaMuon, GraphReplayIsBitwiseEager) {
       ASSERT_EQ(graph.raw(int(k)), eager.raw(int(k))) << kMuonModel[k].name << " step " << step;
   }
   const auto d = cuda_of(graph).diagnostics(key_of(graph));
-  EXPECT_EQ(d.shape_graphs, 5);  // one per (dtype, shape) batch
+  EXPECT_EQ(d.shape_graphs, graph.owned_batches());  // one per (dtype, shape) batch this rank owns
   EXPECT_EQ(d.shape_fallbacks, 0);
   EXPECT_EQ(cuda_of(eager).diagnostics(key_of(eager)).shape_graphs, 0);
   EXPECT_NE(cuda_of(graph).kernel_choices().find("run=graph"), std::string::npos) << cuda_of(graph).kernel_choices();
@@ -143,9 +143,12 @@ TEST(CudaMuon, FailedCaptureFallsBackLoudlyToEager) {
       ASSERT_EQ(graph.raw(int(k)), eager.raw(int(k))) << kMuonModel[k].name << " step " << step;
   }
   const auto d = cuda_of(graph).diagnostics(key_of(graph));
-  EXPECT_EQ(d.shape_fallbacks, 1);
-  EXPECT_EQ(d.shape_graphs, 4);
-  EXPECT_NE(cuda_of(graph).kernel_choices().find("capture failed"), std::string::npos) << cuda_of(graph).kernel_choices();
+  // The first capture of a rank that runs any batch fails; its other batches capture.
+  const int batches = graph.owned_batches(), failed = batches > 0 ? 1 : 0;
+  EXPECT_EQ(d.shape_fallbacks, failed);
+  EXPECT_EQ(d.shape_graphs, batches - failed);
+  if (failed)
+    EXPECT_NE(cuda_of(graph).kernel_choices().find("capture failed"), std::string::npos) << cuda_of(graph).kernel_choices();
 }
 
 }  // namespace

@@ -75,7 +75,8 @@ std::string slurp(const std::string& path) {
 // each from its own previous parameters (they drift apart by rounding).
 void check_symmetric_matches_plain(int p) {
   const dmuon_options_t o = options();
-  Model plain("cuda", kShapes, o), sym("cuda", kShapes, o);
+  // Products are each rank's own: on MPI_COMM_SELF every rank runs every shape.
+  Model plain("cuda", kShapes, o, MPI_COMM_SELF), sym("cuda", kShapes, o, MPI_COMM_SELF);
   configure(plain, 0);
   configure(sym, p);
   plain.init();
@@ -147,13 +148,23 @@ TEST(CudaNsSymmetric, ReplayIsBitwiseEager) {
     }
   }
   const auto d = cuda_of(graph).diagnostics(key_of(graph));
-  EXPECT_EQ(d.shape_graphs, 5);  // one per (dtype, shape) batch
+  EXPECT_EQ(d.shape_graphs, graph.owned_batches());  // one per (dtype, shape) batch this rank owns
   EXPECT_EQ(d.shape_fallbacks, 0);
   EXPECT_GT(cuda_of(whole).diagnostics(key_of(whole)).step_replays, 0);
-  EXPECT_NE(cuda_of(graph).kernel_choices().find("gram=sym_blocks4"), std::string::npos) << cuda_of(graph).kernel_choices();
+  bool owns_fitting = false;  // a shape that four row blocks fit, owned by this rank
+  for (std::size_t k = 0; k < kShapes.size(); ++k) {
+    int owner = -1;
+    ASSERT_EQ(dmuon_param_owner(graph.opt, int(k), &owner), DMUON_SUCCESS);
+    owns_fitting |= k != kOdd && kShapes[k].kind == DMUON_KIND_MUON && owner == gputest::rank_in(MPI_COMM_WORLD);
+  }
+  if (owns_fitting)
+    EXPECT_NE(cuda_of(graph).kernel_choices().find("gram=sym_blocks4"), std::string::npos) << cuda_of(graph).kernel_choices();
 }
 
-// Shapes of at least kNsTuneMinRows rows are timed; the rest is not.
+// Shapes of at least kNsTuneMinRows rows are timed; the rest is not. The
+// choice is each rank's own (timed on its GPU, cached in its directory, no
+// communication), so the tests of it run on MPI_COMM_SELF: at any number of
+// ranks each rank owns every shape and checks the whole sequence.
 const std::vector<Spec> kTimed = {
     {"wide", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {256, 512}},
     {"tall", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {512, 256}},
@@ -180,7 +191,7 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
   std::vector<int> first;
   std::vector<char> first_raw;
   {  // First backend: times the three large shapes, writes the file.
-    Model a("cuda", kTimed, o);
+    Model a("cuda", kTimed, o, MPI_COMM_SELF);
     configure(a, -1, dir);
     path = cuda_of(a).ns_tuner().cache_path();
     ASSERT_FALSE(path.empty());
@@ -217,7 +228,7 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
     first_raw = a.raw(0);
   }
   {  // Second backend: every choice from the file, the same ones, the same bits.
-    Model b("cuda", kTimed, o);
+    Model b("cuda", kTimed, o, MPI_COMM_SELF);
     configure(b, -1, dir);
     b.init();
     for (int step = 0; step < 2; ++step) {
@@ -237,7 +248,7 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
   }
   {  // A damaged file is ignored (timed again) and replaced by a good one.
     std::ofstream(path, std::ios::trunc) << "dmuon-ns-tuning v2\n256 512 1 4 garbage\n";
-    Model c("cuda", kTimed, o);
+    Model c("cuda", kTimed, o, MPI_COMM_SELF);
     configure(c, -1, dir);
     c.init();
     c.grads(0);
@@ -251,7 +262,7 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
   }
   {  // Binary junk of the same name: the same.
     std::ofstream(path, std::ios::trunc | std::ios::binary) << std::string("\x7f" "ELF\0\0\x01\xff", 8);
-    Model c("cuda", kTimed, o);
+    Model c("cuda", kTimed, o, MPI_COMM_SELF);
     configure(c, -1, dir);
     c.init();
     c.grads(0);
@@ -265,7 +276,7 @@ TEST(CudaNsSymmetric, DisabledOrUnwritableCacheOnlyCostsTiming) {
   const std::string dir = temp_dir();
   const dmuon_options_t o = options();
   {  // Cache off: nothing written, nothing read.
-    Model m("cuda", kTimed, o);
+    Model m("cuda", kTimed, o, MPI_COMM_SELF);
     configure(m, -1);
     EXPECT_TRUE(cuda_of(m).ns_tuner().cache_path().empty());
     m.init();
@@ -276,7 +287,7 @@ TEST(CudaNsSymmetric, DisabledOrUnwritableCacheOnlyCostsTiming) {
   {  // The directory cannot be made: the step succeeds and says why.
     const std::string blocker = dir + "/file";
     std::ofstream(blocker) << "x";
-    Model m("cuda", kTimed, o);
+    Model m("cuda", kTimed, o, MPI_COMM_SELF);
     configure(m, -1, blocker + "/sub");
     m.init();
     m.grads(0);
@@ -284,7 +295,7 @@ TEST(CudaNsSymmetric, DisabledOrUnwritableCacheOnlyCostsTiming) {
     EXPECT_NE(cuda_of(m).kernel_choices().find("cache not written"), std::string::npos) << cuda_of(m).kernel_choices();
   }
   {  // Symmetric products off: no timing, plain everywhere.
-    Model m("cuda", kTimed, o);
+    Model m("cuda", kTimed, o, MPI_COMM_SELF);
     configure(m, 0, dir);
     m.init();
     m.grads(0);
@@ -313,7 +324,7 @@ void never_waits_after_first_step(int symmetric, int step_graph) {
   o.cuda_stream = user;
   o.cuda_step_graph = step_graph;
   {
-    Model m("cuda", kTimed, o);
+    Model m("cuda", kTimed, o, MPI_COMM_SELF);
     configure(m, symmetric, dir);
     m.init();
     for (int step = 0; step < 2; ++step) {  // step 0 chooses; step 1 captures

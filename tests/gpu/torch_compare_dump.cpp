@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 77;
   }
   const std::string dir = argv[1];
-  int failures = 0;
+  int failures = 0, rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   {
     dmuon_options_t o = DMUON_OPTIONS_INIT;
     o.adam_lr = 1e-2;
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
     gputest::Model m("cuda", kModel, o);
     if (!m.device) failures++;
     m.init();
-    std::ofstream meta(dir + "/meta.txt");
+    // Every rank holds the same parameters after each step; rank 0 writes them.
+    std::ofstream meta(rank == 0 ? dir + "/meta.txt" : std::string("/dev/null"));
     meta << "steps " << kSteps << "\n";
     meta << "adam " << o.adam_lr << " " << o.adam_beta1 << " " << o.adam_beta2 << " " << o.adam_eps << " "
          << o.adam_weight_decay << "\n";
@@ -62,13 +64,15 @@ int main(int argc, char** argv) {
            << (s.dtype == DMUON_DTYPE_FP32 ? "fp32" : "bf16");
       for (int64_t e : s.shape) meta << " " << e;
       meta << "\n";
-      write(dir + "/init_" + std::to_string(k) + ".bin", m.raw(int(k)));
+      const std::vector<char> init = m.raw(int(k));
+      if (rank == 0) write(dir + "/init_" + std::to_string(k) + ".bin", init);
     }
     for (int step = 0; step < kSteps; ++step) {
-      m.grads(step);
-      for (std::size_t k = 0; k < kModel.size(); ++k) {
+      // Each rank writes its own share; torch gets their average, the gradient the step uses.
+      const auto avg = m.grads(step);
+      for (std::size_t k = 0; k < kModel.size() && rank == 0; ++k) {
         std::vector<char> g(kModel[k].bytes());
-        cudaMemcpy(g.data(), m.ptr(int(k), true), g.size(), cudaMemcpyDeviceToHost);
+        ref::store(g.data(), kModel[k].dtype, avg[k]);
         write(dir + "/grad_" + std::to_string(step) + "_" + std::to_string(k) + ".bin", g);
       }
       if (dmuon_step(m.opt) != DMUON_SUCCESS) {
@@ -76,7 +80,10 @@ int main(int argc, char** argv) {
         failures++;
       }
     }
-    for (std::size_t k = 0; k < kModel.size(); ++k) write(dir + "/final_" + std::to_string(k) + ".bin", m.raw(int(k)));
+    for (std::size_t k = 0; k < kModel.size(); ++k) {
+      const std::vector<char> final_params = m.raw(int(k));
+      if (rank == 0) write(dir + "/final_" + std::to_string(k) + ".bin", final_params);
+    }
   }
   MPI_Finalize();
   return failures ? 1 : 0;

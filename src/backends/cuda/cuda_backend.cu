@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
 #include "backends/cuda/cuda_watchdog.hpp"
@@ -19,12 +20,14 @@ void mix(uint64_t& h, uint64_t w) { h = (h ^ w) * 1099511628211ull; }
 
 // ------------------------------------------------------------ per optimizer
 CudaStepState::CudaStepState(int device) {
-  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  (void)device;  // current already: every call runs under ScopedDevice
   cuda_check(cudaStreamCreateWithFlags(&own_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   cuda_check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate");
   stream = own_stream;
   for (cudaEvent_t& e : slot_done) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&main_done, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&caller_ready, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&step_done, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&uploads_done, cudaEventDisableTiming), "cudaEventCreate");
   cublas_check(cublasCreate(&cublas), "cublasCreate");
   // A workspace of our own: cuBLAS then never allocates inside a step or a capture.
@@ -58,6 +61,8 @@ CudaStepState::~CudaStepState() {
   cudaFree(cublas_workspace);
   for (cudaEvent_t e : slot_done) cudaEventDestroy(e);
   cudaEventDestroy(main_done);
+  cudaEventDestroy(caller_ready);
+  cudaEventDestroy(step_done);
   cudaEventDestroy(uploads_done);
   cudaStreamDestroy(side);
   cudaStreamDestroy(own_stream);
@@ -96,39 +101,26 @@ bool cuda_device_visible() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(MPI_Comm comm) { return std::make_unique<CudaBackend>(comm); }
+std::unique_ptr<Backend> make_cuda_backend(MPI_Comm comm, const std::string& device_spec) {
+  return std::make_unique<CudaBackend>(comm, device_spec);
+}
 
-CudaBackend::CudaBackend(MPI_Comm comm) : comm_(comm) {
+CudaBackend::CudaBackend(MPI_Comm comm, const std::string& device_spec) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &world_);
-  // One rank per GPU: the device is the rank on its node modulo the devices
-  // the node shows. Every rank learns whether all ranks have one, so that
-  // they all fail together instead of hanging in the NCCL bootstrap.
-  MPI_Comm node = MPI_COMM_NULL;
-  int local_rank = 0, local_size = 1;
-  if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-    MPI_Comm_rank(node, &local_rank);
-    MPI_Comm_size(node, &local_size);
-    MPI_Comm_free(&node);
-  }
-  int devices = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&devices);
-  std::string problem;
-  if (rc != cudaSuccess || devices == 0)
-    problem = std::string("no CUDA device is visible (") + (rc == cudaSuccess ? "device count 0" : cudaGetErrorString(rc)) + ")";
-  else if (local_size > devices)
-    problem = std::to_string(local_size) + " ranks share a node with " + std::to_string(devices) +
-              " visible GPUs; NCCL needs one rank per GPU";
-  int mine = problem.empty() ? 1 : 0, all = 0;
-  require(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_) == MPI_SUCCESS, DMUON_ERR_MPI,
-          "cuda backend: MPI_Allreduce failed");
-  if (!mine) fail(DMUON_ERR_NO_DEVICE, "the \"cuda\" backend on rank " + std::to_string(rank_) + ": " + problem);
-  if (!all) fail(DMUON_ERR_NO_DEVICE, "the \"cuda\" backend: another rank has no usable GPU");
-  device_ = local_rank % devices;
-  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  const CudaDeviceChoice choice = choose_cuda_device(comm_, device_spec);
+  device_ = choice.device;
+  // "cuda" and "cuda:N" select the device for the calling thread, as a
+  // simulation that leaves the choice to dmuon expects; "cuda:current" keeps
+  // the simulation's. Either way each call runs on device_ (make_current).
+  if (choice.make_current) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  ScopedDevice on_device(this);
   cudaStream_t s = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   own_stream_ = s;
+  cudaEvent_t e = nullptr;
+  cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  caller_ready_ = e;
 
   ncclUniqueId id;
   if (rank_ == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -138,6 +130,8 @@ CudaBackend::CudaBackend(MPI_Comm comm) : comm_(comm) {
 }
 
 CudaBackend::~CudaBackend() {
+  // Frees on device_, and leaves the caller's device current afterwards.
+  ScopedDevice on_device(this);
   // Destroyed without dmuon_context_destroy's close() (a failed create):
   // the same bounded wait and NCCL shutdown, its failure dropped.
   if (!failed_status() && nccl_) {
@@ -157,7 +151,28 @@ CudaBackend::~CudaBackend() {
   states_.clear();
   pinned_.reset();
   if (own_stream_) cudaStreamDestroy(as_stream(own_stream_));
+  if (caller_ready_) cudaEventDestroy(static_cast<cudaEvent_t>(caller_ready_));
   if (stall_flag_) cudaFreeHost(stall_flag_);
+}
+
+int CudaBackend::make_current() noexcept {
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) {
+    cudaGetLastError();
+    previous = -1;
+  }
+  // A failure here shows in the call's first CUDA call, with its own message.
+  if (previous != device_ && cudaSetDevice(device_) != cudaSuccess) cudaGetLastError();
+  return previous;
+}
+
+void CudaBackend::restore_current(int token) noexcept {
+  if (token >= 0 && token != device_) cudaSetDevice(token);
+}
+
+void CudaBackend::follow_caller(void* stream) {
+  cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(caller_ready_), cudaStreamLegacy), "cudaEventRecord (caller's stream)");
+  cuda_check(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(caller_ready_), 0), "cudaStreamWaitEvent");
 }
 
 CudaStepState& CudaBackend::state_of(const StepStats* key) {
@@ -204,6 +219,7 @@ void CudaBackend::zero(void* p, std::size_t bytes) {
     return;
   }
   wait_all("zeroing device memory");
+  follow_caller(own_stream_);
   cuda_check(cudaMemsetAsync(p, 0, bytes, as_stream(own_stream_)), "cudaMemsetAsync");
   wait_for("zeroing device memory", {own_stream_}, nullptr);
 }
@@ -215,6 +231,7 @@ void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
     return;
   }
   wait_all("a device copy");
+  follow_caller(own_stream_);
   cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(own_stream_)), "cudaMemcpyAsync");
   wait_for("a device copy", {own_stream_}, nullptr);
 }
@@ -264,6 +281,7 @@ void CudaBackend::upload(void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
   const char* what = "an upload to the device";
   wait_all(what);
+  follow_caller(own_stream_);
   cudaStream_t stream = as_stream(own_stream_);
   if (bytes < kPinnedFromBytes) {
     cuda_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
@@ -286,6 +304,7 @@ void CudaBackend::download(void* host, const void* src, std::size_t bytes) {
   if (!bytes) return;
   const char* what = "a download from the device";
   wait_all(what);
+  follow_caller(own_stream_);
   cudaStream_t stream = as_stream(own_stream_);
   if (bytes < kPinnedFromBytes) {
     cuda_check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
@@ -394,6 +413,15 @@ void CudaBackend::begin_step(const StepStats* key, const dmuon_options_t& o, uin
   // Ring slot of this step: free once the upload that last read it retired.
   st.slot = (st.slot + 1) % CudaStepState::kSlots;
   wait_for("dmuon_step (a free slot of the scalar ring)", {}, st.slot_done[st.slot]);
+  // The stream contract (dmuon.h, dmuon_step): the step follows everything the
+  // caller enqueued before on its stream, the legacy default stream when it
+  // gave none, and (end_step) comes before what it enqueues there after.
+  // Events both ways, outside any capture: no host wait.
+  st.caller = o.cuda_stream ? st.stream : cudaStreamLegacy;
+  if (st.caller != st.stream) {
+    cuda_check(cudaEventRecord(st.caller_ready, st.caller), "cudaEventRecord (caller's stream)");
+    cuda_check(cudaStreamWaitEvent(st.stream, st.caller_ready, 0), "cudaStreamWaitEvent (caller's stream)");
+  }
   inject_stall(st.stream);  // test only; before a capture begins, so never part of a graph
 
   st.mode = CudaStepState::Mode::eager;
@@ -454,6 +482,13 @@ void CudaBackend::end_step(const StepStats* key, bool ok) {
   if (it == states_.end()) return;
   CudaStepState& st = *it->second;
   current_ = nullptr;
+  struct ReleaseCaller {  // on every way out, the caller's later work follows the step
+    CudaStepState& st;
+    ~ReleaseCaller() {
+      if (st.caller != st.stream && cudaEventRecord(st.step_done, st.stream) == cudaSuccess)
+        cudaStreamWaitEvent(st.caller, st.step_done, 0);
+    }
+  } release_caller{st};
   using Mode = CudaStepState::Mode;
   if (st.mode == Mode::eager) {
     cuda_check(cudaEventRecord(st.slot_done[st.slot], st.stream), "cudaEventRecord");

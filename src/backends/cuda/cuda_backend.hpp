@@ -25,7 +25,7 @@ struct PinnedStagingDeleter {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(MPI_Comm comm);
+  CudaBackend(MPI_Comm comm, const std::string& device_spec);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -56,6 +56,8 @@ class CudaBackend final : public Backend {
   void begin_step(const StepStats* key, const dmuon_options_t& options, uint64_t structure) override;
   void end_step(const StepStats* key, bool ok) override;
   std::string kernel_choices() const override;
+  int make_current() noexcept override;
+  void restore_current(int token) noexcept override;
 
   // What the tests look at (tests/gpu/): the optimizer's stream, and its
   // whole-step graph (nodes, device-to-host copy nodes, replays; -1 when none).
@@ -103,6 +105,9 @@ class CudaBackend final : public Backend {
   // and enqueues its upload; returns the device copy (a fixed address).
   void* stage(int piece, const void* host, std::size_t bytes);
   PinnedStaging& pinned_staging();  // made at the first large host transfer
+  // Work enqueued on `stream` from now on follows what the calling thread
+  // enqueued before on the legacy default stream (host transfers outside steps).
+  void follow_caller(void* stream);
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -110,6 +115,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   void* nccl_ = nullptr;            // ncclComm_t
   void* own_stream_ = nullptr;      // cudaStream_t for calls outside any step
+  void* caller_ready_ = nullptr;    // cudaEvent_t of follow_caller
   std::map<const StepStats*, std::unique_ptr<CudaStepState>> states_;
   CudaStepState* current_ = nullptr;
   bool fail_next_capture_ = false;

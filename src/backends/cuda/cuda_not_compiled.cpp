@@ -5,7 +5,7 @@
 
 namespace dmuon {
 
-std::unique_ptr<Backend> make_cuda_backend(MPI_Comm) {
+std::unique_ptr<Backend> make_cuda_backend(MPI_Comm, const std::string&) {
   fail(DMUON_ERR_BACKEND_NOT_COMPILED,
        "the \"cuda\" backend was not compiled into this dmuon build (configure with -DDMUON_ENABLE_CUDA=ON)");
 }

@@ -142,6 +142,8 @@ struct CudaStepState {
   static constexpr int kSlots = 8;  // steps the host may run ahead of the device
   cudaStream_t stream = nullptr;
   cudaStream_t own_stream = nullptr;
+  cudaStream_t caller = nullptr;  // the user's stream, or cudaStreamLegacy: ordered with the step by events
+  cudaEvent_t caller_ready = nullptr, step_done = nullptr;
   cudaStream_t side = nullptr;  // uploads of graph steps, outside the capture
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t lt = nullptr;

@@ -1,0 +1,30 @@
+// Which GPU each rank of the "cuda" backend runs on. The resource string
+// says how: "cuda" maps the node-local rank (among MPI_COMM_WORLD's ranks)
+// onto the visible devices and makes that device current; "cuda:N" takes
+// device N and makes it current; "cuda:current" takes the device the calling
+// thread already has current (set by the simulation, OpenACC, ...) and
+// changes nothing. Collective over the communicator: a problem on any rank
+// (no device, an index out of range, two ranks on one GPU without the
+// opt-in) fails every rank with a status, so none waits in the NCCL bootstrap.
+#pragma once
+#include <mpi.h>
+
+#include <string>
+
+namespace dmuon {
+
+struct CudaDeviceChoice {
+  int device = 0;
+  bool make_current = false;  // the resource asked dmuon to select the device for the thread
+  bool shared = false;        // another rank of the communicator runs on the same GPU
+};
+
+// spec: what follows "cuda" in the resource string ("", ":current", ":N").
+CudaDeviceChoice choose_cuda_device(MPI_Comm comm, const std::string& spec);
+
+// DMUON_CUDA_SHARE_GPU=1: ranks may share a GPU. For tests and debugging on
+// one GPU only: NCCL then needs each rank to look like another host
+// (NCCL_HOSTID), and moves the data through host sockets.
+bool cuda_sharing_allowed();
+
+}  // namespace dmuon
