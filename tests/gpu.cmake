@@ -64,6 +64,38 @@ add_test(NAME die_in_step_cuda_verdict COMMAND ${CMAKE_COMMAND} -DDIR=${dmuon_di
 set_tests_properties(die_in_step_cuda_verdict PROPERTIES FIXTURES_REQUIRED die_in_step_cuda LABELS "gpu;multigpu"
                      SKIP_REGULAR_EXPRESSION "gpu test skipped")
 
+# Checkpoints of GPU ranks across rank counts and backends (ckpt_tool, as the
+# CPU's N->M tests): saved on 4 GPU ranks, resumed on 2 and 1 GPU ranks and on
+# 2 CPU ranks; saved on 2 CPU ranks, resumed on 4 GPU ranks. Each resume
+# re-saves and finds the original checksums (the restore is exact), then
+# follows an uninterrupted run of its own backend and rank count to rounding:
+# 1e-3 of each part's scale between GPU rank counts (NCCL, cuBLAS batches),
+# 5e-2 across backends (bf16 against fp32 Newton-Schulz).
+set(gpu_ckpt ${CMAKE_CURRENT_BINARY_DIR}/gpu/checkpoints)
+file(MAKE_DIRECTORY ${gpu_ckpt})
+function(dmuon_gpu_ckpt_test name nprocs backend tolerance fixture_setup fixture_required)
+  dmuon_add_mpi_test(NAME ${name} COMMAND ${dmuon_gpu_rank} $<TARGET_FILE:ckpt_tool> ${ARGN} NPROCS ${nprocs}
+                     LABELS "gpu;checkpoint")
+  set(env "${DMUON_TEST_ENV};DMUON_TEST_GPU=1;DMUON_TEST_BACKEND=${backend}")
+  if(tolerance)
+    list(APPEND env DMUON_TEST_TOLERANCE=${tolerance})
+  endif()
+  set_tests_properties(${name}_np${nprocs} PROPERTIES ENVIRONMENT "${env}" SKIP_RETURN_CODE 77 TIMEOUT 300)
+  if(fixture_setup)
+    set_tests_properties(${name}_np${nprocs} PROPERTIES FIXTURES_SETUP ${fixture_setup})
+  endif()
+  if(fixture_required)
+    set_tests_properties(${name}_np${nprocs} PROPERTIES FIXTURES_REQUIRED ${fixture_required}
+                                                        RESOURCE_LOCK ${fixture_required})
+  endif()
+endfunction()
+dmuon_gpu_ckpt_test(gpu_ckpt_save_cuda4 4 cuda "" gpu_ckpt_cuda4 "" save ${gpu_ckpt}/cuda4 5)
+dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cuda2 2 cuda 1e-3 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
+dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cuda1 1 cuda 1e-3 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
+dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cpu2 2 cpu 5e-2 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
+dmuon_gpu_ckpt_test(gpu_ckpt_save_cpu2 2 cpu "" gpu_ckpt_cpu2 "" save ${gpu_ckpt}/cpu2 5)
+dmuon_gpu_ckpt_test(gpu_ckpt_cpu2_to_cuda4 4 cuda 5e-2 "" gpu_ckpt_cpu2 resume ${gpu_ckpt}/cpu2 5 3 2)
+
 # Runs everywhere: with no device visible, "cuda" is refused clearly and "auto" picks cpu.
 dmuon_add_gtest(test_cuda_nodevice SOURCES gpu/test_cuda_nodevice.cpp NPROCS 1 LABELS gpu)
 set_tests_properties(test_cuda_nodevice_np1 PROPERTIES ENVIRONMENT "${DMUON_TEST_ENV};CUDA_VISIBLE_DEVICES=")

@@ -6,8 +6,10 @@
 #pragma once
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -48,6 +50,13 @@ inline std::vector<Spec> mixed_model() {
   };
 }
 
+// The backend of the runs: DMUON_TEST_BACKEND ("cpu" unless set), so that
+// the same save and resume programs run on GPU ranks too.
+inline const char* test_backend() {
+  const char* b = std::getenv("DMUON_TEST_BACKEND");
+  return b && *b ? b : "cpu";
+}
+
 // A run on `comm` (MPI_COMM_WORLD unless told): context, optimizer, model registered and finalized.
 class ModelRun {
  public:
@@ -56,7 +65,7 @@ class ModelRun {
     dmuon_options_t o = DMUON_OPTIONS_INIT;
     o.adam_weight_decay = 0.05;
     o.muon_weight_decay = 0.01;
-    check(dmuon_context_create(comm, "cpu", &ctx), "context");
+    check(dmuon_context_create(comm, test_backend(), &ctx), "context");
     dmuon_context_rank(ctx, &rank, &world);
     check(dmuon_optimizer_create(ctx, &o, &opt), "optimizer");
     for (const Spec& s : model_)
@@ -67,7 +76,7 @@ class ModelRun {
     for (std::size_t k = 0; k < model_.size(); ++k) {
       std::vector<double> v(static_cast<std::size_t>(numel(model_[k])));
       for (std::size_t i = 0; i < v.size(); ++i) v[i] = ref::round_to(model_[k].dtype, 0.05 * ref::noise(seed, 100 + k, i));
-      ref::store(data(k), model_[k].dtype, v);
+      put(data(k), model_[k].dtype, v);
     }
   }
   ~ModelRun() {
@@ -93,6 +102,17 @@ class ModelRun {
     return g;
   }
   dmuon::Optimizer& impl() { return opt->impl; }
+  // Values into and bytes out of backend memory (host or device).
+  void put(void* dst, int dtype, const std::vector<double>& v) {
+    std::vector<char> host(v.size() * elem_bytes(dtype));
+    ref::store(host.data(), dtype, v);
+    impl().backend().upload(dst, host.data(), host.size());
+  }
+  std::vector<unsigned char> bytes(const void* src, std::size_t n) {
+    std::vector<unsigned char> host(n);
+    impl().backend().download(host.data(), src, n);
+    return host;
+  }
 
   // Step `step` (0-based, global): the same gradient on every rank, k/256 with
   // |k| <= 64, so sums of up to 5 copies and their average are exact in fp32
@@ -101,7 +121,7 @@ class ModelRun {
     for (std::size_t k = 0; k < model_.size(); ++k) {
       std::vector<double> g(static_cast<std::size_t>(numel(model_[k])));
       for (std::size_t i = 0; i < g.size(); ++i) g[i] = std::round(64.0 * ref::noise(77, step, k, i)) / 256.0;
-      ref::store(grad(k), model_[k].dtype, g);
+      put(grad(k), model_[k].dtype, g);
       if ((model_[k].name == "gain" && step % 3 == 1) || (model_[k].name == "emb_bf16" && step % 4 == 2) ||
           (model_[k].name == "w_sq2" && step % 3 == 2))
         check(dmuon_mark_no_grad(opt, static_cast<int>(k)), "mark_no_grad");
@@ -114,10 +134,7 @@ class ModelRun {
   // counts, the optimizer step count.
   std::vector<std::pair<std::string, std::vector<unsigned char>>> state() {
     std::vector<std::pair<std::string, std::vector<unsigned char>>> out;
-    auto add = [&](const std::string& label, const void* p, std::size_t n) {
-      const auto* b = static_cast<const unsigned char*>(p);
-      out.emplace_back(label, std::vector<unsigned char>(b, b + n));
-    };
+    auto add = [&](const std::string& label, const void* p, std::size_t n) { out.emplace_back(label, bytes(p, n)); };
     dmuon::Optimizer& o = impl();
     for (std::size_t k = 0; k < model_.size(); ++k) {
       const dmuon::ParamRecord& p = o.registry()[k];
@@ -135,7 +152,8 @@ class ModelRun {
     }
     int64_t steps = -1;
     dmuon_get_step_count(opt, &steps);
-    add("optimizer.step_count", &steps, 8);
+    const auto* sb = reinterpret_cast<const unsigned char*>(&steps);
+    out.emplace_back("optimizer.step_count", std::vector<unsigned char>(sb, sb + 8));
     return out;
   }
 
@@ -160,6 +178,36 @@ inline std::string first_difference(const State& a, const State& b) {
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (a[i].first != b[i].first) return "part " + a[i].first + " vs " + b[i].first;
     if (a[i].second != b[i].second) return a[i].first + " differs";
+  }
+  return "";
+}
+
+// The first part of two states that differs by more than `rel` of the
+// part's largest magnitude ("" when none): runs that agree to rounding, as
+// runs on other rank counts or backends do (docs/determinism.md). Counts
+// (Adam steps, the optimizer's) must be equal.
+inline std::string first_difference_within(const State& a, const State& b, const std::vector<Spec>& model, double rel) {
+  if (a.size() != b.size()) return "different number of parts";
+  auto dtype_of = [&](const std::string& label) {
+    for (const Spec& s : model)
+      if (label == s.name + ".param") return s.dtype;
+    return int(DMUON_DTYPE_FP32);  // moments and momentum are fp32
+  };
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::string& label = a[i].first;
+    if (label != b[i].first) return "part " + label + " vs " + b[i].first;
+    const bool count = label.size() > 5 && (label.substr(label.size() - 5) == ".step" || label == "optimizer.step_count");
+    if (count) {
+      if (a[i].second != b[i].second) return label + " differs";
+      continue;
+    }
+    const int dtype = dtype_of(label);
+    const int64_t n = static_cast<int64_t>(a[i].second.size() / elem_bytes(dtype));
+    const std::vector<double> x = ref::load(a[i].second.data(), dtype, n), y = ref::load(b[i].second.data(), dtype, n);
+    double scale = 0, worst = 0;
+    for (int64_t j = 0; j < n; ++j) scale = std::max(scale, std::fabs(y[std::size_t(j)]));
+    for (int64_t j = 0; j < n; ++j) worst = std::max(worst, std::fabs(x[std::size_t(j)] - y[std::size_t(j)]));
+    if (!(worst <= rel * scale)) return label + " differs by " + std::to_string(worst) + " (scale " + std::to_string(scale) + ")";
   }
   return "";
 }
