@@ -7,8 +7,12 @@
 # BIN_DIR is the folder scripts/make_gpu_carry.sh lays out (.carry/build):
 # programs under tests/ and bench/, and gpu_tests.tsv. LOG_DIR (default $OUT
 # or /tmp/dmuon_gpu_check) receives one log per program and results.txt.
+# GPU_CHECK_PARTS (default "tests benches") runs only the parts named; with
+# GPU_CHECK_TESTS (an extended regular expression) only the gpu tests whose
+# names match it.
 # Exit status: number of failed tests.
 set -u
+parts=${GPU_CHECK_PARTS:-tests benches}
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-.carry/build}
 logs=${2:-${OUT:-/tmp/dmuon_gpu_check}}
@@ -57,10 +61,14 @@ manifest=$bin/gpu_tests.tsv
 [ -f "$manifest" ] || { echo "no $manifest: build it with scripts/make_gpu_carry.sh"; exit 1; }
 DMUON_BIN=$(cd "$bin" && pwd)
 export DMUON_BIN DMUON_ROOT=$here
-while IFS=$'\t' read -r name skip cmd; do
-  run_test "$name" "$skip" bash -c "$cmd" < /dev/null
-done < "$manifest"
-sed -n '/parameter/,$p' "$logs/test_cuda_vs_torch.log"
+if [[ " $parts " == *" tests "* ]]; then
+  while IFS=$'\t' read -r name skip cmd; do
+    [[ -n "${GPU_CHECK_TESTS:-}" && ! "$name" =~ ${GPU_CHECK_TESTS} ]] && continue
+    run_test "$name" "$skip" bash -c "$cmd" < /dev/null
+  done < "$manifest"
+  for n in 1 2; do [ -f "$logs/test_cuda_vs_torch_np$n.log" ] && sed -n '/parameter/,$p' "$logs/test_cuda_vs_torch_np$n.log"; done
+fi
+[[ " $parts " == *" benches "* ]] || { python3 "$here/bench/cuda/gpu_table.py" "$results"; exit $failed; }
 
 echo "== benchmarks"
 bench() {  # name, command...
@@ -76,6 +84,11 @@ bench bench_cuda_ns12 "$(find_bin bench_cuda_ns)" --count 12 --iters 10
 bench bench_torch_ns12 python3 "$here/bench/cuda/bench_torch_ns.py" 12
 bench bench_cuda_step "$(find_bin bench_cuda_step)"
 bench bench_torch_step python3 "$here/bench/cuda/bench_torch_step.py"
+# The NCCL phases against plain NCCL, at 2 and 4 ranks (on one GPU through
+# gpu_rank.sh: NCCL's socket transport; on several GPUs: their links).
+for n in 2 4; do
+  bench "bench_cuda_comm_np$n" mpiexec -n "$n" "$here/tests/gpu/gpu_rank.sh" "$(find_bin bench_cuda_comm)"
+done
 
 echo
 python3 "$here/bench/cuda/gpu_table.py" "$results"

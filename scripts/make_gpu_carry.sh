@@ -22,8 +22,12 @@ carry=${2:-.carry}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-cmake -S . -B "$build" -DDMUON_ENABLE_CUDA=ON -DDMUON_ENABLE_FORTRAN=OFF \
-      -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release > /dev/null
+# An existing CUDA build (for example the default preset's build/) is built as
+# it is; anything else is configured for the H200 first.
+if ! grep -q '^CMAKE_CUDA_FLAGS:' "$build/CMakeCache.txt" 2>/dev/null; then
+  cmake -S . -B "$build" -DDMUON_ENABLE_CUDA=ON -DDMUON_ENABLE_FORTRAN=OFF \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release > /dev/null
+fi
 cmake --build "$build" -j"$(nproc)"
 
 rm -rf "$carry"
@@ -54,5 +58,9 @@ cat > "$carry/setup.sh" <<'EOF'
 export LD_LIBRARY_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 EOF
-du -sh "$carry"
+# One compressed file travels to the GPU machine (the carry limit is 64 MiB);
+# there: tar xJf out/gpu_carry.tar.xz
+mkdir -p out
+tar cJf out/gpu_carry.tar.xz "$carry"
+du -sh "$carry" out/gpu_carry.tar.xz
 ls "$carry"/build/tests "$carry"/build/bench "$carry"/lib

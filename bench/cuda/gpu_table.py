@@ -70,6 +70,19 @@ h = get("step_step_graph_host_us")
 if h is not None:
     row("GPT-2 step graph host per step", f"{h:.1f} us", "", "", "", True)
 
+# The NCCL phases of a step through dmuon against plain NCCL calls of the same bytes.
+for n in (2, 4, 8):
+    k = f"comm_np{n}_"
+    oa, ra, om, rm, ar = (get(k + x) for x in ("adam_ours_ms", "adam_nccl_ms", "muon_ours_ms", "muon_nccl_ms",
+                                               "muon_allreduce_ms"))
+    if oa and ra:
+        row(f"{n} ranks: Adam all-reduce, {get(k + 'adam_mb'):.0f} MB", f"{oa:.3f} ms", f"ncclAllReduce {ra:.3f} ms",
+            f"{ra / oa:.2f}x", ">= 0.95x", ra / oa >= 0.95)
+    if om and rm:
+        row(f"{n} ranks: Muon reduce-scatter + all-gather, {get(k + 'muon_mb'):.0f} MB", f"{om:.3f} ms",
+            f"NCCL RS+AG {rm:.3f} ms / all-reduce {ar:.3f} ms", f"{rm / om:.2f}x / {ar / om:.2f}x", ">= 0.95x (RS+AG)",
+            rm / om >= 0.95)
+
 w = [max(len(str(x[i])) for x in rows + [("what", "dmuon", "reference", "ratio", "goal", "met")]) for i in range(6)]
 hdr = ("what", "dmuon", "reference", "ratio", "goal", "met")
 print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
