@@ -9,7 +9,7 @@
 # or /tmp/dmuon_gpu_check) receives one log per program and results.txt.
 # GPU_CHECK_PARTS (default "tests benches") runs only the parts named; with
 # GPU_CHECK_TESTS (an extended regular expression) only the gpu tests whose
-# names match it.
+# names match it; GPU_CHECK_TIMEOUT (default 300) bounds each test in seconds.
 # Exit status: number of failed tests.
 set -u
 parts=${GPU_CHECK_PARTS:-tests benches}
@@ -40,7 +40,7 @@ run_test() {  # name, skip regex ("-": none), command...
   local name=$1 skip=$2; shift 2
   local t0
   t0=$(date +%s.%N)
-  timeout 300 "$@" > "$logs/$name.log" 2>&1
+  timeout "${GPU_CHECK_TIMEOUT:-300}" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
   # As CTest does: a test that prints its skip expression was skipped.
   [ $rc -eq 0 ] && [ "$skip" != - ] && grep -qE "$skip" "$logs/$name.log" && rc=77

@@ -39,13 +39,13 @@ ctest --test-dir "$build" --show-only=json-v1 -L gpu |
 ctest --test-dir "$build" --show-only=json-v1 -L gpu |
   python3 -c 'import json,sys; [print(w) for t in json.load(sys.stdin)["tests"] for w in t["command"]]' |
   grep "^$PWD/$build/" | sort -u | while read -r f; do
-    [ -x "$f" ] && [ ! -d "$f" ] && install -s -m 755 "$f" "$carry/build/tests/"
+    if [ -x "$f" ] && [ ! -d "$f" ]; then install -s -m 755 "$f" "$carry/build/tests/"; fi
   done
 # The tests' output folders (a multi-rank test writes its verdicts there).
 (cd "$build" && find tests -mindepth 1 -maxdepth 3 -type d ! -path '*CMakeFiles*') |
   while read -r d; do mkdir -p "$carry/build/$d"; done
 for f in "$build"/bench/bench_cuda_* "$build"/bench/bench_checkpoint "$build"/bench/bench_read_patterns; do
-  [ -x "$f" ] && install -s -m 755 "$f" "$carry/build/bench/"
+  if [ -x "$f" ]; then install -s -m 755 "$f" "$carry/build/bench/"; fi
 done
 
 # Libraries the binaries load from the system that the GPU machine lacks.
