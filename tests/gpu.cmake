@@ -69,8 +69,9 @@ set_tests_properties(die_in_step_cuda_verdict PROPERTIES FIXTURES_REQUIRED die_i
 # 2 CPU ranks; saved on 2 CPU ranks, resumed on 4 GPU ranks. Each resume
 # re-saves and finds the original checksums (the restore is exact), then
 # follows an uninterrupted run of its own backend and rank count to rounding:
-# 1e-3 of each part's scale between GPU rank counts (NCCL, cuBLAS batches),
-# 5e-2 across backends (bf16 against fp32 Newton-Schulz).
+# 2.5e-2 of each part's scale between GPU rank counts (bf16 Newton-Schulz
+# batched differently: 4% of an update), 5e-2 across backends (bf16 against
+# fp32 Newton-Schulz).
 set(gpu_ckpt ${CMAKE_CURRENT_BINARY_DIR}/gpu/checkpoints)
 file(MAKE_DIRECTORY ${gpu_ckpt})
 function(dmuon_gpu_ckpt_test name nprocs backend tolerance fixture_setup fixture_required)
@@ -90,8 +91,8 @@ function(dmuon_gpu_ckpt_test name nprocs backend tolerance fixture_setup fixture
   endif()
 endfunction()
 dmuon_gpu_ckpt_test(gpu_ckpt_save_cuda4 4 cuda "" gpu_ckpt_cuda4 "" save ${gpu_ckpt}/cuda4 5)
-dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cuda2 2 cuda 1e-3 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
-dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cuda1 1 cuda 1e-3 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
+dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cuda2 2 cuda 2.5e-2 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
+dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cuda1 1 cuda 2.5e-2 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
 dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cpu2 2 cpu 5e-2 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
 dmuon_gpu_ckpt_test(gpu_ckpt_save_cpu2 2 cpu "" gpu_ckpt_cpu2 "" save ${gpu_ckpt}/cpu2 5)
 dmuon_gpu_ckpt_test(gpu_ckpt_cpu2_to_cuda4 4 cuda 5e-2 "" gpu_ckpt_cpu2 resume ${gpu_ckpt}/cpu2 5 3 2)

@@ -49,7 +49,10 @@ void run(int step_graph, FirstWait first) {
   o.collective_timeout_ms = kTimeoutMs;
   o.cuda_step_graph = step_graph;
   o.max_grad_norm = 1.0;  // the step keeps its statistics on the device
-  Model m("cuda", kModel, o);
+  // The stall is this rank's own fault, and the watchdog this rank's own
+  // wait: each rank checks it on a context of its own (MPI_COMM_SELF). A peer
+  // that dies inside a collective is die_in_step_cuda's case.
+  Model m("cuda", kModel, o, MPI_COMM_SELF);
   ASSERT_NE(m.opt, nullptr);
   m.init();
   for (int step = 0; step < 3; ++step) {  // warm-up: workspaces, capture and replays of the step graph
