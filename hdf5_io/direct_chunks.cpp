@@ -223,7 +223,7 @@ ChunkMap create_skeleton_dataset(hid_t file, const DatasetJob& job, uint32_t crc
     // HDF5 sized each chunk by filtering a fill chunk: data plus the checksum.
     h5_require(addr != HADDR_UNDEF && size == static_cast<hsize_t>(map.chunk_bytes) + 4 && mask == 0, DMUON_ERR_IO,
                what + ": unexpected chunk allocation");
-    map.address[static_cast<std::size_t>(k)] = base + addr;
+    map.address[static_cast<std::size_t>(k)] = h5_chunk_file_offset(addr, base);
   }
   h5_require(dset.close(), DMUON_ERR_IO, what);
   return map;
@@ -360,7 +360,7 @@ bool direct_chunk_map(hid_t dset, const DatasetJob& job, uint64_t base, int rank
       hdf5_error_text();  // clears HDF5's error stack
       return false;
     }
-    map.address[static_cast<std::size_t>(k)] = base + addr;
+    map.address[static_cast<std::size_t>(k)] = h5_chunk_file_offset(addr, base);
   }
   return true;
 }
@@ -471,7 +471,7 @@ std::vector<SealExtent> data_chunk_extents(hid_t file, uint64_t base) {
           h5_require(H5Dget_chunk_info(dset, space, i, offset, &mask, &addr, &size) >= 0, DMUON_ERR_IO,
                      "cannot locate the chunks of " + path);
           // A chunk whose filter was skipped is not checked by fletcher32: it stays sealed.
-          if (addr != HADDR_UNDEF && size > 0 && mask == 0) out.push_back({base + addr, size});
+          if (addr != HADDR_UNDEF && size > 0 && mask == 0) out.push_back({h5_chunk_file_offset(addr, base), size});
         }
       }
   return out;

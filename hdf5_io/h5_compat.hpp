@@ -1,10 +1,12 @@
-// The HDF5 calls whose signatures differ between the versions dmuon supports
-// (1.10 to 1.14, docs/guide/install.md), in one place. HDF5 1.12 replaced
+// The HDF5 calls whose signatures or results differ between the versions
+// dmuon supports (1.10 to 1.14, docs/guide/install.md), in one place. HDF5 1.12 replaced
 // H5O_info_t's object address by a token (H5O_info2_t) and gave the
 // unversioned H5Oget_info / H5Ovisit names a `fields` argument that 1.10's
 // lack; the numbered calls below take the same arguments in each version.
 #pragma once
 #include <hdf5.h>
+
+#include <cstdint>
 
 namespace dmuon::ckpt {
 
@@ -42,5 +44,24 @@ inline herr_t h5_object_address(hid_t, const H5ObjectInfo& info, haddr_t* addr) 
   return 0;
 }
 #endif
+
+// Whether H5Dget_chunk_info(_by_coord) reports a chunk's offset in the file,
+// user block included, as HDF5 1.14.4 and later do, rather than its HDF5
+// address (counted from the superblock), as earlier releases do (HDF5 pull
+// request 4236). Asked of the library loaded at run time, which may be newer
+// than the headers compiled against.
+inline bool h5_chunk_info_is_physical() {
+  static const bool physical = [] {
+    unsigned major = 0, minor = 0, release = 0;
+    H5get_libversion(&major, &minor, &release);
+    return major > 1 || (major == 1 && (minor > 14 || (minor == 14 && release >= 4)));
+  }();
+  return physical;
+}
+
+// The file offset of a chunk from the address H5Dget_chunk_info reported.
+inline uint64_t h5_chunk_file_offset(haddr_t reported, uint64_t user_block) {
+  return static_cast<uint64_t>(reported) + (h5_chunk_info_is_physical() ? 0 : user_block);
+}
 
 }  // namespace dmuon::ckpt

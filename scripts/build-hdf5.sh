@@ -22,6 +22,8 @@ sources=/etc/apt/sources.list.d/dmuon-trixie-src.sources
 if [ ! -f "$sources" ]; then
   printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: trixie" "Components: main" \
     "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | "${sudo_cmd[@]}" tee "$sources" >/dev/null
+fi
+if ! apt-cache showsrc hdf5 2>/dev/null | grep -q "^Version: $debian_version$"; then
   "${sudo_cmd[@]}" apt-get update -qq >&2
 fi
 
@@ -35,7 +37,7 @@ src=$work/hdf5-${version}+repack
 # Library-only build; MPI through the wrapper compiler, as HDF5 documents.
 # Its configure and compiler output go to stderr: stdout is the prefix alone.
 (cd "$src" && CC=mpicc ./configure --prefix="$prefix" --enable-parallel --enable-shared --disable-static \
-   --disable-fortran --disable-cxx --disable-hl --disable-tools --disable-tests --disable-tests-parallel \
+   --disable-fortran --disable-cxx --disable-hl --disable-tools --disable-tests \
    --without-zlib --without-szlib --disable-doxygen-doc >&2 &&
    make -j "$(nproc)" >&2 && make install >&2)
 touch "$stamp"

@@ -18,9 +18,10 @@ class Backend;
 }
 
 extern "C" {
-// The version of dmuon the library was built from. The core and the library
-// share the Backend class, so only the two halves of one build may be paired.
-typedef const char* (*dmuon_cuda_plugin_version_fn)(void);
+// The build the library comes from (dmuon's version and an identifier drawn
+// once per build directory). The core and the library share C++ classes
+// (Backend and what it holds), so only the two halves of one build may pair.
+typedef const char* (*dmuon_cuda_plugin_build_fn)(void);
 // A CUDA backend on `comm`. device_spec is the text after "cuda:" in the
 // resource string ("" for plain "cuda"). NULL on failure, with *status and
 // message (NUL-terminated, at most message_size bytes) set.
@@ -30,7 +31,7 @@ typedef dmuon::Backend* (*dmuon_cuda_plugin_create_fn)(MPI_Comm comm, const char
 typedef int (*dmuon_cuda_plugin_device_visible_fn)(void);
 }
 
-#define DMUON_CUDA_PLUGIN_VERSION_SYMBOL "dmuon_cuda_plugin_version"
+#define DMUON_CUDA_PLUGIN_BUILD_SYMBOL "dmuon_cuda_plugin_build"
 #define DMUON_CUDA_PLUGIN_CREATE_SYMBOL "dmuon_cuda_plugin_create"
 #define DMUON_CUDA_PLUGIN_DEVICE_VISIBLE_SYMBOL "dmuon_cuda_plugin_device_visible"
 

@@ -31,9 +31,9 @@ std::string directory_of_this_code() {
 }
 
 // Where to look, first hit wins: $DMUON_CUDA_BACKEND alone when set (a moved
-// install); else beside this code, then the loader's own search (RUNPATH,
-// LD_LIBRARY_PATH as modules set it, ld.so.cache), then the install's libdir,
-// then the build tree's (programs run before the install).
+// install); else beside this code, then the loader's own search (the RUNPATH
+// that programs get from the package, from dmuon.pc and in the build tree;
+// LD_LIBRARY_PATH as modules set it; ld.so.cache), then the install's libdir.
 std::vector<std::string> candidates() {
   if (const char* env = std::getenv("DMUON_CUDA_BACKEND"); env && *env) return {env};
   std::vector<std::string> out;
@@ -41,7 +41,6 @@ std::vector<std::string> candidates() {
   if (!here.empty()) out.push_back(here + "/" DMUON_CUDA_PLUGIN_FILE);
   out.push_back(DMUON_CUDA_PLUGIN_FILE);
   out.push_back(DMUON_CUDA_PLUGIN_INSTALL_DIR "/" DMUON_CUDA_PLUGIN_FILE);
-  out.push_back(DMUON_CUDA_PLUGIN_BUILD_DIR "/" DMUON_CUDA_PLUGIN_FILE);
   return out;
 }
 
@@ -54,12 +53,12 @@ CudaPlugin open_plugin() {
       p.why_not += "\n  " + (e ? std::string(e) : file + ": cannot be loaded");
       continue;
     }
-    const auto version = reinterpret_cast<dmuon_cuda_plugin_version_fn>(dlsym(handle, DMUON_CUDA_PLUGIN_VERSION_SYMBOL));
+    const auto build = reinterpret_cast<dmuon_cuda_plugin_build_fn>(dlsym(handle, DMUON_CUDA_PLUGIN_BUILD_SYMBOL));
     const auto create = reinterpret_cast<dmuon_cuda_plugin_create_fn>(dlsym(handle, DMUON_CUDA_PLUGIN_CREATE_SYMBOL));
     const auto visible =
         reinterpret_cast<dmuon_cuda_plugin_device_visible_fn>(dlsym(handle, DMUON_CUDA_PLUGIN_DEVICE_VISIBLE_SYMBOL));
-    if (!version || !create || !visible || std::string(version()) != DMUON_VERSION_STRING) {
-      p.why_not += "\n  " + file + ": not the CUDA backend of dmuon " DMUON_VERSION_STRING;
+    if (!build || !create || !visible || std::string(build()) != DMUON_BUILD_ID) {
+      p.why_not += "\n  " + file + ": not the CUDA backend of this dmuon build (" DMUON_BUILD_ID ")";
       dlclose(handle);
       continue;
     }

@@ -60,7 +60,7 @@ int64_t first_chunk_address(const std::string& file, const std::string& dataset)
   if (d >= 0) H5Dclose(d);
   const hsize_t base = user_block_bytes(f);
   H5Fclose(f);
-  return addr == HADDR_UNDEF ? -1 : static_cast<int64_t>(addr + base);
+  return addr == HADDR_UNDEF ? -1 : static_cast<int64_t>(dmuon::ckpt::h5_chunk_file_offset(addr, base));
 }
 
 bool rewrite_float(const std::string& file, const std::string& dataset, int64_t i, float v) {

@@ -5,8 +5,9 @@
 # runs each on 2 ranks. The consumers are configured with CUDA's packages
 # disabled and must link no CUDA library, whether the install has the CUDA
 # backend or not (it is loaded at run time); consumer_c runs on "cpu" and
-# "auto", and, when the install has the CUDA backend, on "auto" once more with
-# that backend unreachable (a node without the CUDA runtime): it gets the CPU.
+# "auto", and, when the install has the CUDA backend, on "cuda" (the backend
+# loads: it runs, or says no GPU is visible) and on "auto" once more with the
+# backend's library unreachable (a node without the CUDA runtime): the CPU.
 #   run_consumers.sh BUILD_DIR WORK_DIR HAS_FORTRAN MPIEXEC [C_COMPILER CXX_COMPILER Fortran_COMPILER]
 set -euo pipefail
 build=$1 work=$2 has_fortran=$3 mpiexec=$4
@@ -65,6 +66,13 @@ echo "== consumer_c on \"auto\" (the CPU backend without a GPU)"
 "$mpiexec" -n 2 "$work/consumer_c/consumer_c" auto | tee "$work/consumer_c.auto.out"
 grep -q "on 2 ranks: OK" "$work/consumer_c.auto.out"
 if [ "$has_cuda" = ON ]; then
+  # The installed libdmuon_cuda is found (the consumer's RUNPATH names the
+  # install, not the build tree) and loaded: "cuda" runs on a GPU, or without
+  # one says there is none (not that the backend is missing).
+  echo "== consumer_c on \"cuda\" (loads the installed libdmuon_cuda)"
+  "$mpiexec" -n 2 "$work/consumer_c/consumer_c" cuda >"$work/consumer_c.cuda.out" 2>&1 || true
+  cat "$work/consumer_c.cuda.out"
+  grep -qE "on 2 ranks: OK \(backend cuda\)|no usable GPU device is visible" "$work/consumer_c.cuda.out"
   echo "== consumer_c on \"auto\" with the CUDA backend's library unreachable"
   DMUON_CUDA_BACKEND=$work/nowhere/libdmuon_cuda.so "$mpiexec" -n 2 "$work/consumer_c/consumer_c" auto | tee "$work/consumer_c.nocuda.out"
   grep -q "on 2 ranks: OK (backend cpu)" "$work/consumer_c.nocuda.out"

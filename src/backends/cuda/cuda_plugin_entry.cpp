@@ -18,7 +18,7 @@ void put_message(char* out, size_t size, const char* text) {
 }
 }  // namespace
 
-DMUON_PLUGIN_EXPORT const char* dmuon_cuda_plugin_version(void) { return DMUON_VERSION_STRING; }
+DMUON_PLUGIN_EXPORT const char* dmuon_cuda_plugin_build(void) { return DMUON_BUILD_ID; }
 
 DMUON_PLUGIN_EXPORT dmuon::Backend* dmuon_cuda_plugin_create(MPI_Comm comm, const char* device_spec, int* status,
                                                              char* message, size_t message_size) {
