@@ -17,6 +17,10 @@ install(TARGETS ${dmuon_install_targets} EXPORT DMuonTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(DMuon_HAS_CUDA)
+  # Loaded at run time (backends/cuda_plugin.hpp), never linked: in no export set.
+  install(TARGETS dmuon_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_SKIP)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dmuon DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
 if(DMuon_HAS_FORTRAN)
@@ -28,6 +32,12 @@ install(EXPORT DMuonTargets NAMESPACE DMuon:: DESTINATION ${DMUON_INSTALL_CMAKED
 # A static libdmuon carries its private dependencies into the consumer's
 # link line: the config file finds them again, as they were found here.
 get_target_property(dmuon_library_type dmuon TYPE)
+# A static libdmuon in a program looks for libdmuon_cuda through the program's
+# RUNPATH: a program linked through the package gets the install's libdir
+# there, as one linked through dmuon.pc does.
+if(DMuon_HAS_CUDA AND dmuon_library_type STREQUAL "STATIC_LIBRARY")
+  target_link_options(dmuon INTERFACE $<INSTALL_INTERFACE:LINKER:-rpath,$<INSTALL_PREFIX>/${CMAKE_INSTALL_LIBDIR}>)
+endif()
 if(dmuon_library_type STREQUAL "STATIC_LIBRARY")
   set(DMUON_CONFIG_STATIC ON)
 else()
@@ -40,9 +50,6 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/DMuonConfigVersion.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/DMuonConfig.cmake ${PROJECT_BINARY_DIR}/DMuonConfigVersion.cmake
         DESTINATION ${DMUON_INSTALL_CMAKEDIR})
-if(DMuon_HAS_CUDA)
-  install(FILES ${CMAKE_CURRENT_LIST_DIR}/FindNCCL.cmake DESTINATION ${DMUON_INSTALL_CMAKEDIR})
-endif()
 
 # pkg-config: the C library; Fortran users add -I${fmoddir} -ldmuon_fortran.
 set(DMUON_PC_REQUIRES_PRIVATE "")
@@ -61,8 +68,7 @@ if(dmuon_library_type STREQUAL "STATIC_LIBRARY")
   endforeach()
   string(APPEND DMUON_PC_LIBS_PRIVATE " -lstdc++ -lm")
   if(DMuon_HAS_CUDA)
-    # Keep in step with the target_link_libraries of src/backends/cuda/CMakeLists.txt.
-    string(APPEND DMUON_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublasLt -lcublas -lcudart -lnccl")
+    string(APPEND DMUON_PC_LIBS_PRIVATE " -l${CMAKE_DL_LIBS}")  # dlopen of libdmuon_cuda
   endif()
 endif()
 # Relocatable: the prefix is found from the .pc file's own place, so

@@ -11,12 +11,16 @@
 #include "core/error.hpp"
 #include "crc32c.hpp"
 #include "format.hpp"
+#include "h5_compat.hpp"
 #include "h5_util.hpp"
 
 namespace fuzz {
 namespace {
 
 using dmuon::ckpt::H5Id;
+using dmuon::ckpt::H5ObjectInfo;
+using dmuon::ckpt::h5_object_info;
+using dmuon::ckpt::h5_visit;
 
 // The recipe's bytes; past the end every read is 0, so any input is a recipe.
 class Bytes {
@@ -102,7 +106,7 @@ std::string pick_string(Bytes& b, const std::string& orig) {
 struct Objects {
   std::vector<std::string> groups{"/"}, datasets;
 };
-herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {
+herr_t collect(hid_t, const char* name, const H5ObjectInfo* info, void* out) {
   auto* o = static_cast<Objects*>(out);
   if (std::strcmp(name, ".") == 0) return 0;
   (info->type == H5O_TYPE_DATASET ? o->datasets : o->groups).push_back(std::string("/") + name);
@@ -110,7 +114,7 @@ herr_t collect(hid_t, const char* name, const H5O_info_t* info, void* out) {
 }
 Objects objects(hid_t file) {
   Objects o;
-  H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, collect, &o, H5O_INFO_BASIC);
+  h5_visit(file, collect, &o, H5O_INFO_BASIC);
   return o;
 }
 
@@ -176,8 +180,8 @@ struct SavedAttr {
 std::vector<SavedAttr> save_attrs(hid_t file, const std::string& path) {
   std::vector<SavedAttr> out;
   H5Id obj = open_object(file, path);
-  H5O_info_t info;
-  if (!obj.valid() || H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return out;
+  H5ObjectInfo info;
+  if (!obj.valid() || h5_object_info(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return out;
   for (hsize_t i = 0; i < info.num_attrs; ++i) {
     char name[256] = {0};
     if (H5Aget_name_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) < 0) continue;
@@ -238,8 +242,8 @@ bool op_index_field(hid_t file, Bytes& b) {
 bool op_attr_value(hid_t file, Bytes& b) {
   const Objects o = objects(file);
   H5Id obj = open_object(file, pick_object(b, o));
-  H5O_info_t info;
-  if (!obj.valid() || H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0 || info.num_attrs == 0) return false;
+  H5ObjectInfo info;
+  if (!obj.valid() || h5_object_info(obj, &info, H5O_INFO_NUM_ATTRS) < 0 || info.num_attrs == 0) return false;
   char name[256] = {0};
   if (H5Aget_name_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, b.pick(info.num_attrs), name, sizeof name,
                          H5P_DEFAULT) < 0)
@@ -280,8 +284,8 @@ bool op_attr_value(hid_t file, Bytes& b) {
 bool op_attr_retype(hid_t file, Bytes& b) {
   const Objects o = objects(file);
   H5Id obj = open_object(file, pick_object(b, o));
-  H5O_info_t info;
-  if (!obj.valid() || H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return false;
+  H5ObjectInfo info;
+  if (!obj.valid() || h5_object_info(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return false;
   char name[256] = "fuzz_extra";
   if (info.num_attrs > 0 && b.u8() % 4 != 0)
     H5Aget_name_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, b.pick(info.num_attrs), name, sizeof name, H5P_DEFAULT);

@@ -7,12 +7,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 #include "collective.hpp"
 #include "core/error.hpp"
 #include "crc32c.hpp"
 #include "format.hpp"
+#include "h5_compat.hpp"
+
+// HDF5 1.13 moved the file driver interface out of hdf5.h.
+#if __has_include(<H5FDdevelop.h>)
+#include <H5FDdevelop.h>
+#endif
 
 namespace dmuon::ckpt {
 
@@ -123,34 +130,46 @@ herr_t sk_truncate(H5FD_t* file, hid_t, hbool_t) {
   return 0;
 }
 
-const H5FD_class_t kSkeletonClass = {
-    "dmuon_skeleton",  // name
-    kMaxAddr,          // maxaddr
-    H5F_CLOSE_WEAK,    // fc_degree
-    nullptr,           // terminate
-    nullptr, nullptr, nullptr,  // superblock: nothing of the driver's is stored
-    0, nullptr, nullptr, nullptr,  // fapl: no driver information
-    0, nullptr, nullptr,           // dxpl
-    sk_open, sk_close,
-    nullptr,  // cmp
-    sk_query,
-    nullptr,           // get_type_map
-    nullptr, nullptr,  // alloc, free: HDF5's own
-    sk_get_eoa, sk_set_eoa, sk_get_eof,
-    nullptr,  // get_handle
-    sk_read, sk_write,
-    nullptr,  // flush: every rank fsyncs the finished file
-    sk_truncate,
-    nullptr, nullptr,  // lock, unlock: the .tmp name is this save's alone
-    H5FD_FLMAP_DICHOTOMY,
-};
+// HDF5 numbers third-party drivers from H5_VFD_RESERVED (256) up; 256-511
+// are for drivers that are never stored in a file, as this one is not.
+constexpr int kSkeletonDriverValue = 256 + 77;
+
+// Filled by member name, not position: HDF5 1.13.2 put `version` and `value`
+// first and added vector and selection I/O, `del` and `ctl` (all left unset:
+// HDF5 then falls back to read and write).
+H5FD_class_t skeleton_class() {
+  H5FD_class_t c{};
+#if H5_VERSION_GE(1, 13, 2)
+  c.version = H5FD_CLASS_VERSION;
+  c.value = static_cast<H5FD_class_value_t>(kSkeletonDriverValue);
+#endif
+  c.name = "dmuon_skeleton";
+  c.maxaddr = kMaxAddr;
+  c.fc_degree = H5F_CLOSE_WEAK;
+  // No superblock, fapl or dxpl information; HDF5's own alloc and free; no
+  // flush (every rank fsyncs the finished file), no lock (the .tmp name is
+  // this save's alone).
+  c.open = sk_open;
+  c.close = sk_close;
+  c.query = sk_query;
+  c.get_eoa = sk_get_eoa;
+  c.set_eoa = sk_set_eoa;
+  c.get_eof = sk_get_eof;
+  c.read = sk_read;
+  c.write = sk_write;
+  c.truncate = sk_truncate;
+  const H5FD_mem_t map[H5FD_MEM_NTYPES] = H5FD_FLMAP_DICHOTOMY;
+  std::copy(std::begin(map), std::end(map), std::begin(c.fl_map));
+  return c;
+}
 
 hid_t skeleton_driver() {
   // Registered once; registered again if the application closed the HDF5 library.
   static std::mutex m;
   static hid_t id = H5I_INVALID_HID;
   std::lock_guard<std::mutex> lock(m);
-  if (id < 0 || H5Iis_valid(id) <= 0) id = H5FDregister(&kSkeletonClass);
+  static const H5FD_class_t cls = skeleton_class();
+  if (id < 0 || H5Iis_valid(id) <= 0) id = H5FDregister(&cls);
   return id;
 }
 
@@ -204,7 +223,7 @@ ChunkMap create_skeleton_dataset(hid_t file, const DatasetJob& job, uint32_t crc
     // HDF5 sized each chunk by filtering a fill chunk: data plus the checksum.
     h5_require(addr != HADDR_UNDEF && size == static_cast<hsize_t>(map.chunk_bytes) + 4 && mask == 0, DMUON_ERR_IO,
                what + ": unexpected chunk allocation");
-    map.address[static_cast<std::size_t>(k)] = base + addr;
+    map.address[static_cast<std::size_t>(k)] = h5_chunk_file_offset(addr, base);
   }
   h5_require(dset.close(), DMUON_ERR_IO, what);
   return map;
@@ -341,7 +360,7 @@ bool direct_chunk_map(hid_t dset, const DatasetJob& job, uint64_t base, int rank
       hdf5_error_text();  // clears HDF5's error stack
       return false;
     }
-    map.address[static_cast<std::size_t>(k)] = base + addr;
+    map.address[static_cast<std::size_t>(k)] = h5_chunk_file_offset(addr, base);
   }
   return true;
 }
@@ -422,8 +441,8 @@ std::vector<SealExtent> data_chunk_extents(hid_t file, uint64_t base) {
           exists = H5Lexists(file, path.substr(0, at).c_str(), H5P_DEFAULT) > 0;
           if (at == std::string::npos) break;
         }
-        H5O_info_t info;
-        if (!exists || H5Oget_info_by_name2(file, path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+        H5ObjectInfo info;
+        if (!exists || h5_object_info_by_name(file, path.c_str(), &info, H5O_INFO_BASIC) < 0 ||
             info.type != H5O_TYPE_DATASET) {
           hdf5_error_text();  // clears HDF5's error stack
           continue;
@@ -452,7 +471,7 @@ std::vector<SealExtent> data_chunk_extents(hid_t file, uint64_t base) {
           h5_require(H5Dget_chunk_info(dset, space, i, offset, &mask, &addr, &size) >= 0, DMUON_ERR_IO,
                      "cannot locate the chunks of " + path);
           // A chunk whose filter was skipped is not checked by fletcher32: it stays sealed.
-          if (addr != HADDR_UNDEF && size > 0 && mask == 0) out.push_back({base + addr, size});
+          if (addr != HADDR_UNDEF && size > 0 && mask == 0) out.push_back({h5_chunk_file_offset(addr, base), size});
         }
       }
   return out;

@@ -10,7 +10,8 @@
 #                                 (scripts/gpu_manifest.py)
 # CARRY_DIR/lib/                  the shared libraries the GPU machine lacks
 #                                 (parallel HDF5 and its compressors, OpenBLAS,
-#                                 Boost.Program_options, gfortran's runtime)
+#                                 Boost.Program_options, gfortran's runtime),
+#                                 and dmuon's CUDA backend (libdmuon_cuda)
 # CARRY_DIR/setup.sh              source it there: puts lib/ on LD_LIBRARY_PATH
 #
 # Why: the GPU machine has CUDA, NCCL, OpenMPI and PyTorch but no parallel HDF5
@@ -48,9 +49,11 @@ for f in "$build"/bench/bench_cuda_* "$build"/bench/bench_checkpoint "$build"/be
   if [ -x "$f" ]; then install -s -m 755 "$f" "$carry/build/bench/"; fi
 done
 
-# Libraries the binaries load from the system that the GPU machine lacks.
+# Libraries the binaries load from the system that the GPU machine lacks, and
+# the CUDA backend's own (libdmuon_cuda: linked by the gpu tests, loaded by
+# the others from LD_LIBRARY_PATH).
 for f in "$carry"/build/*/*; do if [ -f "$f" ]; then ldd "$f"; fi; done | awk '$3 ~ /^\// {print $3}' | sort -u |
-  grep -E 'libhdf5|libsz|libaec|libopenblas|libboost_program_options|libgfortran|libquadmath|libmpi_cxx' |
+  grep -E 'libhdf5|libsz|libaec|libopenblas|libboost_program_options|libgfortran|libquadmath|libmpi_cxx|libdmuon_cuda' |
   while read -r lib; do cp -L "$lib" "$carry/lib/"; done
 
 cat > "$carry/setup.sh" <<'EOF'

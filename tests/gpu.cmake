@@ -7,7 +7,8 @@ endif()
 
 add_library(dmuon_gpu_test_main STATIC gpu/gpu_gtest_main.cpp)
 target_include_directories(dmuon_gpu_test_main PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(dmuon_gpu_test_main PUBLIC dmuon MPI::MPI_CXX GTest::gtest CUDA::cudart)
+# dmuon_cuda: the tests reach into the CUDA backend (the core only loads it at run time).
+target_link_libraries(dmuon_gpu_test_main PUBLIC dmuon dmuon_cuda MPI::MPI_CXX GTest::gtest CUDA::cudart)
 
 # Every rank of a gpu test starts through gpu/gpu_rank.sh: where ranks
 # outnumber the GPUs (the one-GPU test machine) they share one on purpose,
@@ -38,6 +39,7 @@ dmuon_add_gpu_test(test_cuda_device gpu/test_cuda_device.cpp)
 dmuon_add_gpu_test(test_cuda_ns_symmetric gpu/test_cuda_ns_symmetric.cu)
 # The cache file's format and writing, without a GPU: runs wherever the CUDA backend is built.
 dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS 1 LABELS unit)
+target_link_libraries(test_ns_tuning_cache PRIVATE dmuon_cuda)
 # collective_timeout_ms on one GPU: a stalled stream (DMUON_FAULT_POINT=cuda-stall) gives
 # DMUON_ERR_TIMEOUT at the first host wait, then fast failures, and destroy returns.
 dmuon_add_gpu_test(test_cuda_timeout gpu/test_cuda_timeout.cpp)

@@ -51,7 +51,7 @@ dmuon_add_gtest(test_nonfinite SOURCES hardening/test_nonfinite.cpp NPROCS 1 3 L
 # count give the same state and the same checkpoint datasets and attributes.
 add_executable(determinism hardening/determinism.cpp)
 target_link_libraries(determinism PRIVATE dmuon_test_support ${HDF5_C_LIBRARIES})
-target_include_directories(determinism PRIVATE ${HDF5_INCLUDE_DIRS})
+target_include_directories(determinism PRIVATE ${PROJECT_SOURCE_DIR}/hdf5_io ${HDF5_INCLUDE_DIRS})
 target_compile_definitions(determinism PRIVATE ${HDF5_C_DEFINITIONS})
 set(dmuon_det_steps 6)
 foreach(n 2 3)

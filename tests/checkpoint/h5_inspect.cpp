@@ -9,11 +9,12 @@
 
 #include "core/error.hpp"
 #include "file_seal.hpp"
+#include "h5_compat.hpp"
 
 namespace ckpt_test {
 
 namespace {
-herr_t visit(hid_t obj, const char* name, const H5O_info_t* info, void* out) {
+herr_t visit(hid_t obj, const char* name, const dmuon::ckpt::H5ObjectInfo* info, void* out) {
   if (info->type != H5O_TYPE_DATASET) return 0;
   hid_t d = H5Dopen2(obj, name, H5P_DEFAULT);
   uint64_t crc = 0;
@@ -42,7 +43,7 @@ std::map<std::string, uint64_t> dataset_crcs(const std::string& file) {
   std::map<std::string, uint64_t> out;
   hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) return out;
-  H5Ovisit(f, H5_INDEX_NAME, H5_ITER_INC, visit, &out);
+  dmuon::ckpt::h5_visit(f, visit, &out, H5O_INFO_BASIC);
   H5Fclose(f);
   return out;
 }
@@ -59,7 +60,7 @@ int64_t first_chunk_address(const std::string& file, const std::string& dataset)
   if (d >= 0) H5Dclose(d);
   const hsize_t base = user_block_bytes(f);
   H5Fclose(f);
-  return addr == HADDR_UNDEF ? -1 : static_cast<int64_t>(addr + base);
+  return addr == HADDR_UNDEF ? -1 : static_cast<int64_t>(dmuon::ckpt::h5_chunk_file_offset(addr, base));
 }
 
 bool rewrite_float(const std::string& file, const std::string& dataset, int64_t i, float v) {
@@ -100,11 +101,13 @@ bool flip_byte(const std::string& file, int64_t offset) {
 int64_t object_header_address(const std::string& file, const std::string& object) {
   hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) return -1;
-  H5O_info_t info;
-  const bool ok = H5Oget_info_by_name2(f, object.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0;
+  dmuon::ckpt::H5ObjectInfo info;
+  haddr_t addr = HADDR_UNDEF;
+  const bool ok = dmuon::ckpt::h5_object_info_by_name(f, object.c_str(), &info, H5O_INFO_BASIC) >= 0 &&
+                  dmuon::ckpt::h5_object_address(f, info, &addr) >= 0;
   const hsize_t user_block = user_block_bytes(f);
   H5Fclose(f);
-  return ok ? static_cast<int64_t>(info.addr + user_block) : -1;
+  return ok ? static_cast<int64_t>(addr + user_block) : -1;
 }
 
 bool reseal(const std::string& file) {

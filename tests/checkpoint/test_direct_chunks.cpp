@@ -14,6 +14,7 @@
 #include "ckpt_files.hpp"
 #include "ckpt_model.hpp"
 #include "fletcher32.hpp"
+#include "h5_compat.hpp"
 #include "h5_inspect.hpp"
 
 using namespace ckpt_test;
@@ -181,7 +182,7 @@ void expect_chunk_refused(const std::string& name, const char* path, std::size_t
     const Dataset before = inspect(ckpt(dir, 1), path);
     ASSERT_TRUE(before.reads);
     ASSERT_LT(k, before.chunks.size());
-    ASSERT_TRUE(flip_byte(ckpt(dir, 1), static_cast<int64_t>(before.chunks[k].addr + before.user_block) + offset));
+    ASSERT_TRUE(flip_byte(ckpt(dir, 1), static_cast<int64_t>(dmuon::ckpt::h5_chunk_file_offset(before.chunks[k].addr, before.user_block)) + offset));
     ASSERT_TRUE(reseal(ckpt(dir, 1)));
     EXPECT_FALSE(inspect(ckpt(dir, 1), path).reads) << "HDF5 itself must refuse the damaged chunk";
   });

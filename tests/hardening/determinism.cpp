@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "h5_compat.hpp"
 #include "hardening/state_snapshot.hpp"
 #include "support/reference.hpp"
 
@@ -159,7 +160,7 @@ herr_t compare_attribute(hid_t obj, const char* name, const H5A_info_t*, void* d
   return 0;
 }
 
-herr_t compare_object(hid_t file, const char* name, const H5O_info_t* info, void* data) {
+herr_t compare_object(hid_t file, const char* name, const dmuon::ckpt::H5ObjectInfo* info, void* data) {
   Walk& w = *static_cast<Walk*>(data);
   const hid_t obj = H5Oopen(file, name, H5P_DEFAULT);
   H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr, compare_attribute, data);
@@ -181,7 +182,7 @@ std::vector<std::string> compare_checkpoints(const std::string& a, const std::st
     const hid_t fb = H5Fopen((pass ? a : b).c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     if (fa < 0 || fb < 0) return {"cannot open " + a + " or " + b};
     Walk w{fb, {}, 0};
-    H5Ovisit(fa, H5_INDEX_NAME, H5_ITER_INC, compare_object, &w);
+    dmuon::ckpt::h5_visit(fa, compare_object, &w, H5O_INFO_BASIC);
     H5Fclose(fa);
     H5Fclose(fb);
     diffs.insert(diffs.end(), w.differences.begin(), w.differences.end());

@@ -1,5 +1,6 @@
 /* Consumer of an installed dmuon: one Muon matrix and one Adam vector, one
- * step; exits non-zero unless the step ran and changed both. */
+ * step on the backend named by argv[1] ("cpu" when none); exits non-zero
+ * unless the step ran and changed both. Prints the backend it got. */
 #include <dmuon/dmuon.h>
 #include <stdio.h>
 
@@ -12,7 +13,7 @@
     }                                                                                        \
   } while (0)
 
-static int run(void) {
+static int run(const char *resource) {
   dmuon_context_t ctx = NULL;
   dmuon_optimizer_t opt = NULL;
   const int64_t w_shape[2] = {8, 4}, b_shape[1] = {8};
@@ -20,7 +21,7 @@ static int run(void) {
   float *pw, *gw, *pb, *gb;
   int64_t steps = 0;
   CHECK(DMUON_CHECK_VERSION());
-  CHECK(dmuon_context_create(MPI_COMM_WORLD, "cpu", &ctx));
+  CHECK(dmuon_context_create(MPI_COMM_WORLD, resource, &ctx));
   CHECK(dmuon_context_rank(ctx, &rank, &size));
   CHECK(dmuon_optimizer_create(ctx, NULL, &opt));
   CHECK(dmuon_register(opt, "w", DMUON_KIND_MUON, DMUON_DTYPE_FP32, 2, w_shape, 1.0, 1.0, &w));
@@ -35,7 +36,9 @@ static int run(void) {
   int changed = 0;
   for (int i = 0; i < 32; ++i) changed += pw[i] != 0.0f;
   const int ok = steps == 1 && changed > 0 && pb[0] < 0.0f;
-  if (rank == 0) printf("consumer_c on %d ranks: %s\n", size, ok ? "OK" : "FAILED");
+  char backend[16] = "";
+  CHECK(dmuon_context_backend(ctx, backend, sizeof backend));
+  if (rank == 0) printf("consumer_c on %d ranks: %s (backend %s)\n", size, ok ? "OK" : "FAILED", backend);
   CHECK(dmuon_optimizer_destroy(&opt));
   CHECK(dmuon_context_destroy(&ctx));
   return ok ? 0 : 1;
@@ -43,7 +46,7 @@ static int run(void) {
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
-  const int status = run();
+  const int status = run(argc > 1 ? argv[1] : "cpu");
   MPI_Finalize();
   return status;
 }
