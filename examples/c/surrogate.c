@@ -102,6 +102,25 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
     return 2;
   }
 
+  /* A fresh start must not meet an earlier run's checkpoints: dmuon never
+   * overwrites a checkpoint, so its saves would fail, the last one at the
+   * end of the run. Rank 0 looks (`latest` names the newest checkpoint). */
+  int stale = 0;
+  if (!cfg->restart && rank == 0) {
+    char latest[1100];
+    struct stat st;
+    snprintf(latest, sizeof latest, "%s/latest", cfg->checkpoint_dir);
+    stale = stat(latest, &st) == 0;
+  }
+  MPI_Bcast(&stale, 1, MPI_INT, 0, comm);
+  if (stale) {
+    if (rank == 0)
+      fprintf(stderr, "burgers_surrogate_c: --restart=0 but --checkpoint_dir=%s holds an earlier run's checkpoints: "
+              "remove them, choose another directory, or --restart=1 to continue\n", cfg->checkpoint_dir);
+    burgers_free(&sim);
+    return 2;
+  }
+
   char option[64];
   snprintf(option, sizeof option, "--backend=%s", cfg->backend);
   if (failed_anywhere(comm, dmuon_context_create(comm, cfg->backend, &ctx), ctx, option)) {

@@ -24,7 +24,7 @@ program burgers_surrogate
   double precision :: loss_sum(2), global(2), t0, t_log, now, lr_factor
   integer(c_int64_t) :: restored
   integer :: rank, nranks, start, step, done_steps, since_log, ierr, csv, width
-  logical :: ok, use_muon, requested, resumed, help
+  logical :: ok, use_muon, requested, resumed, help, stale
   logical :: checkpointed_on_request = .false.
 
   interface
@@ -54,6 +54,20 @@ program burgers_surrogate
   if (.not. ok) then
     if (rank == 0) write (error_unit, '("burgers_surrogate_f: --nx=",i0,": too small for ",i0," ranks with --stencil=", &
       & i0," (each rank needs ",i0," points)")') cfg%nx, nranks, cfg%stencil, max(cfg%stencil, 1)
+    call MPI_Finalize()
+    stop 2, quiet=.true.
+  end if
+
+  ! A fresh start must not meet an earlier run's checkpoints: dmuon never
+  ! overwrites a checkpoint, so its saves would fail, the last one at the end
+  ! of the run. Rank 0 looks (`latest` names the newest checkpoint).
+  stale = .false.
+  if (cfg%restart == 0 .and. rank == 0) inquire (file=trim(cfg%checkpoint_dir)//"/latest", exist=stale)
+  call MPI_Bcast(stale, 1, MPI_LOGICAL, 0, MPI_COMM_WORLD)
+  if (stale) then
+    if (rank == 0) write (error_unit, '(a)') "burgers_surrogate_f: --restart=0 but --checkpoint_dir="// &
+      trim(cfg%checkpoint_dir)//" holds an earlier run's checkpoints: remove them, choose another directory, "// &
+      "or --restart=1 to continue"
     call MPI_Finalize()
     stop 2, quiet=.true.
   end if

@@ -56,4 +56,10 @@ grep -q "checkpoint at step 30 in ck" first.out || fail "no checkpoint at the la
 "$mpiexec" -n 2 "$exe" "${common[@]}" --restart=1 --steps=40 --loss_csv=second.csv >second.out 2>&1 ||
   fail "the longer run: $(cat second.out)"
 grep -q "restored ck at step 30" second.out || fail "the longer run did not start at step 30: $(cat second.out)"
+# A fresh start (--restart=0) into a directory of checkpoints is refused at
+# once: its saves would fail (dmuon never overwrites a checkpoint).
+rc=0
+"$mpiexec" -n 2 "$exe" "${common[@]}" --restart=0 --steps=40 --loss_csv=third.csv >third.out 2>&1 || rc=$?
+[ "$rc" = 2 ] && [ "$(grep -c -- "--checkpoint_dir=ck holds" third.out)" = 1 ] ||
+  fail "--restart=0 into a directory of checkpoints: exit $rc: $(cat third.out)"
 echo "example options test passed"
