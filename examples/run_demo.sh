@@ -23,8 +23,10 @@ while [ $# -ge 2 ]; do
     *) break ;;
   esac
 done
+# The build of dmuon's tree, or of the installed examples on their own.
 exe=$build/examples/burgers_surrogate_c
-[ -x "$exe" ] || { echo "run_demo.sh: $exe not found: build first (cmake --build $build)" >&2; exit 1; }
+[ -x "$exe" ] || exe=$build/burgers_surrogate_c
+[ -x "$exe" ] || { echo "run_demo.sh: no burgers_surrogate_c in $build or $build/examples: build first" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "run_demo.sh: gnuplot not found (Debian: apt-get install gnuplot-nox)" >&2; exit 1; }
 mkdir -p "$out"
 

@@ -60,6 +60,7 @@ grep -q "restored ck at step 30" second.out || fail "the longer run did not star
 # once: its saves would fail (dmuon never overwrites a checkpoint).
 rc=0
 "$mpiexec" -n 2 "$exe" "${common[@]}" --restart=0 --steps=40 --loss_csv=third.csv >third.out 2>&1 || rc=$?
-[ "$rc" = 2 ] && [ "$(grep -c -- "--checkpoint_dir=ck holds" third.out)" = 1 ] ||
+if [ "$rc" != 2 ] || [ "$(grep -c -- "--checkpoint_dir=ck holds" third.out)" != 1 ]; then
   fail "--restart=0 into a directory of checkpoints: exit $rc: $(cat third.out)"
+fi
 echo "example options test passed"
