@@ -29,3 +29,9 @@ set_tests_properties(slurm_gpu_binding PROPERTIES LABELS slurm RUN_SERIAL TRUE P
 # commands: no Slurm, no root, a few seconds (tests/slurm/test_job_helper.sh).
 add_test(NAME slurm_job_helper COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/test_job_helper.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(slurm_job_helper PROPERTIES LABELS "slurm;jobscripts" TIMEOUT 300)
+
+# The job scripts' dry-run mode: the srun lines of every variant (PMI2, per-task
+# GPU binding, scratch and striping, chains) and submit_chain.sh's sbatch
+# lines; no Slurm needed (tests/slurm/test_dry_run.sh).
+add_test(NAME slurm_dry_run COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/test_dry_run.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(slurm_dry_run PROPERTIES LABELS "slurm;jobscripts" TIMEOUT 120)
