@@ -137,9 +137,9 @@ check chain-finished exit:0 no 0 no '\] FINISHED$' DMUON_RESUBMIT=chain
 check chain-failed exit:4 no 4 no 'FAILED: program exited with status 4' DMUON_RESUBMIT=chain
 [ -e "$work/chain-failed/run/CHAIN_FAILED" ] || { echo "FAIL chain-failed: no CHAIN_FAILED marker"; failures=$((failures + 1)); }
 # The next job of each: the marker ends it before the step (exit:3 would fail it).
-check chain-after-finished exit:3 no 0 no 'FINISHED already' DMUON_RESUBMIT=chain DMUON_RUN_DIR=$work/chain-finished/run
+check chain-after-finished exit:3 no 0 no 'FINISHED already' DMUON_RESUBMIT=chain "DMUON_RUN_DIR=$work/chain-finished/run"
 check chain-after-failed exit:0 no 1 no 'an earlier job of the chain failed' DMUON_RESUBMIT=chain \
-  DMUON_RUN_DIR=$work/chain-failed/run
+  "DMUON_RUN_DIR=$work/chain-failed/run"
 check bad-resubmit exit:0 no 2 no 'DMUON_RESUBMIT=sometimes: use requeue or chain' DMUON_RESUBMIT=sometimes
 # Requeue mode leaves no marker.
 [ ! -e "$work/finished/run/CHAIN_FINISHED" ] || { echo "FAIL finished: a CHAIN_FINISHED marker in requeue mode"; failures=$((failures + 1)); }
