@@ -18,7 +18,7 @@ build=${1:-build}
 np=2
 out=$build/sweep
 adam_rates="0.001 0.003 0.01"
-muon_rates="0.01 0.02 0.04 0.08"
+muon_rates="0.005 0.01 0.02 0.04"
 while [ $# -ge 2 ]; do
   case $1 in
     --np) np=$2; shift 2 ;;
@@ -28,14 +28,10 @@ while [ $# -ge 2 ]; do
     *) break ;;
   esac
 done
-# The build of dmuon's tree, or of the installed examples on their own.
-exe=$build/examples/burgers_surrogate_c
-[ -x "$exe" ] || exe=$build/burgers_surrogate_c
-[ -x "$exe" ] || { echo "sweep_lr.sh: no burgers_surrogate_c in $build or $build/examples: build first" >&2; exit 1; }
+# shellcheck source=examples/example_env.sh
+source "$here/example_env.sh"
+example_env "$build" sweep_lr.sh
 mkdir -p "$out"
-mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
-mpiexec=${mpiexec:-mpiexec}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
 # end_loss CSV: the mean logged loss over the last quarter of the run (one
 # episode's loss is noisy; a quarter spans many episodes).

@@ -38,7 +38,7 @@ done
 # against the package: --help, then a short run on 2 ranks that trains and
 # checkpoints its last step.
 examples=$prefix/share/dmuon/examples
-for f in CMakeLists.txt surrogate.cfg run_demo.sh; do
+for f in CMakeLists.txt surrogate.cfg run_demo.sh sweep_lr.sh example_env.sh; do
   [ -f "$examples/$f" ] || { echo "no $f under $examples"; exit 1; }
 done
 [ -x "$prefix/share/dmuon/jobscripts/cpu_job.sh" ] || { echo "no job scripts under $prefix/share/dmuon/jobscripts"; exit 1; }
