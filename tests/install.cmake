@@ -1,8 +1,8 @@
 # The package and the examples: install into a temporary prefix and build
 # outside C and Fortran projects against it (find_package and pkg-config);
 # the examples on 2 ranks (signal checkpoint-and-exit, restart, restart from a
-# checkpoint whose plan is not theirs, C and Fortran agreeing); the README's
-# demo, short.
+# checkpoint whose plan is not theirs, C and Fortran agreeing, the command
+# line: --help, bad values, the final checkpoint); the README's demo, short.
 set(install_test_dir ${CMAKE_CURRENT_SOURCE_DIR}/install)
 set(example_work ${CMAKE_CURRENT_BINARY_DIR}/example_runs)
 set(example_env ${DMUON_TEST_ENV} OMPI_MCA_rmaps_base_oversubscribe=1)
@@ -19,7 +19,10 @@ if(NOT DMUON_BUILD_EXAMPLES)
   return()
 endif()
 set(example_config ${PROJECT_SOURCE_DIR}/examples/surrogate.cfg)
-set(example_tests example_c_signal_restart example_c_replanned_restart)
+set(example_tests example_c_signal_restart example_c_replanned_restart example_c_options)
+# --help, bad values (exit 2, one message naming the option), the last step checkpointed.
+add_test(NAME example_c_options COMMAND ${install_test_dir}/example_options.sh $<TARGET_FILE:burgers_surrogate_c>
+                                        ${example_config} ${example_work}/c_options ${MPIEXEC_EXECUTABLE})
 add_test(NAME example_c_signal_restart
          COMMAND ${install_test_dir}/example_signal_restart.sh $<TARGET_FILE:burgers_surrogate_c> ${example_config}
                  ${example_work}/c_signal ${MPIEXEC_EXECUTABLE})
@@ -37,7 +40,11 @@ if(DMuon_HAS_FORTRAN)
   add_test(NAME example_c_fortran_agree
            COMMAND ${install_test_dir}/examples_agree.sh $<TARGET_FILE:burgers_surrogate_c>
                    $<TARGET_FILE:burgers_surrogate_f> ${example_config} ${example_work}/agree ${MPIEXEC_EXECUTABLE})
-  list(APPEND example_tests example_fortran_signal_restart example_fortran_replanned_restart example_c_fortran_agree)
+  add_test(NAME example_fortran_options
+           COMMAND ${install_test_dir}/example_options.sh $<TARGET_FILE:burgers_surrogate_f> ${example_config}
+                   ${example_work}/f_options ${MPIEXEC_EXECUTABLE})
+  list(APPEND example_tests example_fortran_signal_restart example_fortran_replanned_restart example_c_fortran_agree
+       example_fortran_options)
 endif()
 set_tests_properties(${example_tests} PROPERTIES LABELS "example;mpi" ENVIRONMENT "${example_env}" PROCESSORS 2
                      TIMEOUT 300)

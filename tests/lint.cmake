@@ -1,9 +1,11 @@
 # Shell scripts (label lint): `bash -n` and shellcheck over the job scripts,
-# the helper scripts, CI's entry point and the slurm test's scripts. The file
+# the helper scripts, CI's entry point, the examples' scripts and the slurm
+# and install tests' scripts. The file
 # lists are globbed when the test runs, so a new script is checked without
 # re-running CMake. shellcheck runs from the top of the tree, where the
 # `# shellcheck source=` paths of the scripts are rooted.
-set(dmuon_lint_scripts "jobscripts/*.sh jobscripts/lib/*.sh scripts/*.sh .ci/run tests/slurm/*.sh")
+set(dmuon_lint_scripts
+    "jobscripts/*.sh jobscripts/lib/*.sh scripts/*.sh .ci/run tests/slurm/*.sh examples/*.sh tests/install/*.sh")
 
 add_test(NAME lint_bash_syntax
          COMMAND bash -c "status=0; for f in ${dmuon_lint_scripts}; do bash -n \"$f\" || { echo \"bash -n failed: $f\"; status=1; }; done; exit $status"

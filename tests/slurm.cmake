@@ -4,7 +4,10 @@
 #   Fortran example: checkpoint on USR1, requeue, restore, and the same final
 #   parameters as an uninterrupted run (tests/slurm/test_requeue.sh says how);
 # - slurm_gpu_binding: jobscripts/gpu_job.sh on two stand-in GPUs: one rank per
-#   GPU, each seeing all of the job's GPUs (tests/slurm/test_gpu_binding.sh).
+#   GPU, each seeing all of the job's GPUs, and with per-task binding each its
+#   own (tests/slurm/test_gpu_binding.sh);
+# - slurm_kill_chain: srun --kill-on-bad-exit ending a job whose rank failed,
+#   a singleton chain and an array chain (tests/slurm/test_kill_chain.sh).
 # They need root (they start munged, slurmctld and slurmd) and two CPUs, and
 # run alone (RUN_SERIAL: other tests would slow the 2-rank jobs past their
 # time bounds, and apt-get must not race another install).
@@ -29,3 +32,17 @@ set_tests_properties(slurm_gpu_binding PROPERTIES LABELS slurm RUN_SERIAL TRUE P
 # commands: no Slurm, no root, a few seconds (tests/slurm/test_job_helper.sh).
 add_test(NAME slurm_job_helper COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/test_job_helper.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(slurm_job_helper PROPERTIES LABELS "slurm;jobscripts" TIMEOUT 300)
+
+# The job scripts' dry-run mode: the srun lines of every variant (PMI2, per-task
+# GPU binding, scratch and striping, chains) and submit_chain.sh's sbatch
+# lines; no Slurm needed (tests/slurm/test_dry_run.sh).
+add_test(NAME slurm_dry_run COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/test_dry_run.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(slurm_dry_run PROPERTIES LABELS "slurm;jobscripts" TIMEOUT 120)
+
+# kill-on-bad-exit, a singleton chain and an array chain on a real single-node
+# Slurm, with the C example (tests/slurm/test_kill_chain.sh); as the requeue tests.
+if(TARGET burgers_surrogate_c)
+  add_test(NAME slurm_kill_chain COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/test_kill_chain.sh ${PROJECT_SOURCE_DIR}
+                                         $<TARGET_FILE:burgers_surrogate_c>)
+  set_tests_properties(slurm_kill_chain PROPERTIES LABELS slurm RUN_SERIAL TRUE PROCESSORS 2 TIMEOUT 2400)
+endif()

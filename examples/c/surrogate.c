@@ -26,6 +26,21 @@
     }                                                                                                       \
   } while (0)
 
+/* After a collective call that failed on some rank: when it failed on every
+ * rank the ranks share the cause (a bad --backend, an unreadable checkpoint),
+ * so rank 0 alone says it; else each failing rank says what it saw. Returns
+ * 1 when any rank failed, so that all of them leave together. */
+static int failed_anywhere(MPI_Comm comm, int rc, dmuon_context_t ctx, const char *what) {
+  int rank = 0, mine = rc != DMUON_SUCCESS, count = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  MPI_Allreduce(&mine, &count, 1, MPI_INT, MPI_SUM, comm);
+  if (mine && (count < size || rank == 0))
+    fprintf(stderr, "burgers_surrogate_c: %s%s: %s: %s\n", count < size ? "this rank: " : "", what,
+            dmuon_error_string(rc), dmuon_context_last_error(ctx));
+  return count > 0;
+}
+
 /* Training pairs of this rank, around random local points i at the current
  * time: the input is u_i and the differences (u_{i+j} - u_i)/dx for
  * 0 < |j| <= stencil (O(1) features: raw neighbouring values differ by
@@ -78,21 +93,40 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
   memset(&sim, 0, sizeof sim);
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  if (!use_muon && strcmp(cfg->optimizer, "adam") != 0) {
-    if (rank == 0) fprintf(stderr, "optimizer must be muon or adam, not '%s'\n", cfg->optimizer);
-    return 1;
-  }
-  if (cfg->episode < 1 || cfg->batch < 1 || cfg->log_every < 1 || cfg->horizon < 1) {
-    if (rank == 0) fprintf(stderr, "episode, batch, log_every and horizon must be >= 1\n");
-    return 1;
-  }
+  /* driver.cpp checked every value alone; this one depends on the rank count. */
   if (burgers_init(&sim, comm, cfg->nx, cfg->viscosity, cfg->stencil > 1 ? cfg->stencil : 1)) {
-    if (rank == 0) fprintf(stderr, "nx=%d is too small for %d ranks with stencil %d\n", cfg->nx, size, cfg->stencil);
+    if (rank == 0)
+      fprintf(stderr, "burgers_surrogate_c: --nx=%d: too small for %d ranks with --stencil=%d (each rank needs %d points)\n",
+              cfg->nx, size, cfg->stencil, cfg->stencil > 1 ? cfg->stencil : 1);
     burgers_free(&sim);
-    return 1;
+    return 2;
   }
 
-  CHECK(dmuon_context_create(comm, cfg->backend, &ctx));
+  /* A fresh start must not meet an earlier run's checkpoints: dmuon never
+   * overwrites a checkpoint, so its saves would fail, the last one at the
+   * end of the run. Rank 0 looks (`latest` names the newest checkpoint). */
+  int stale = 0;
+  if (!cfg->restart && rank == 0) {
+    char latest[1100];
+    struct stat st;
+    snprintf(latest, sizeof latest, "%s/latest", cfg->checkpoint_dir);
+    stale = stat(latest, &st) == 0;
+  }
+  MPI_Bcast(&stale, 1, MPI_INT, 0, comm);
+  if (stale) {
+    if (rank == 0)
+      fprintf(stderr, "burgers_surrogate_c: --restart=0 but --checkpoint_dir=%s holds an earlier run's checkpoints: "
+              "remove them, choose another directory, or --restart=1 to continue\n", cfg->checkpoint_dir);
+    burgers_free(&sim);
+    return 2;
+  }
+
+  char option[64];
+  snprintf(option, sizeof option, "--backend=%s", cfg->backend);
+  if (failed_anywhere(comm, dmuon_context_create(comm, cfg->backend, &ctx), ctx, option)) {
+    status = 2; /* a backend this build or this machine cannot give */
+    goto done;
+  }
   dmuon_options_t o = DMUON_OPTIONS_INIT;
   o.muon_lr = cfg->muon_lr;
   o.adam_lr = cfg->adam_lr;
@@ -109,8 +143,8 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
       restored = 1;
       start = (int)user_step;
       if (rank == 0) printf("restored %s at step %d\n", cfg->checkpoint_dir, start);
-    } else if (rc != DMUON_ERR_NOT_FOUND) {
-      CHECK(rc);
+    } else if (failed_anywhere(comm, rc == DMUON_ERR_NOT_FOUND ? DMUON_SUCCESS : rc, ctx, "--checkpoint_dir")) {
+      goto done;
     }
   }
   /* Take the views after the restore: a restore may re-plan dmuon's storage,
@@ -188,6 +222,12 @@ int surrogate_run(const surrogate_config *cfg, MPI_Comm comm) {
         break;
       }
     }
+  }
+  /* The end of the run is checkpointed too, when the last step was not: a
+   * longer run started later (a larger --steps) continues from here. */
+  if (!checkpointed_on_request && start < cfg->steps && !(cfg->checkpoint_every > 0 && cfg->steps % cfg->checkpoint_every == 0)) {
+    CHECK(dmuon_checkpoint_save(opt, cfg->checkpoint_dir, cfg->steps, NULL));
+    if (rank == 0) printf("checkpoint at step %d in %s\n", cfg->steps, cfg->checkpoint_dir);
   }
   /* EX_TEMPFAIL (75): checkpointed on request, run again to continue. The job
      scripts requeue on it whoever sent the signal (jobscripts/lib/dmuon_job.sh). */

@@ -39,9 +39,11 @@ typedef struct surrogate_config {
   int restart;
 } surrogate_config;
 
-/* Runs the example on comm (collective). Returns 0 when every step is done,
+/* Runs the example on comm (collective), cfg checked already (driver.cpp).
+ * Returns 0 when every step is done (the last one checkpointed),
  * EX_TEMPFAIL (75) after a checkpoint requested by a signal (run it again to
- * continue), anything else after a failure (already reported on stderr). */
+ * continue), 2 when --nx is too small for the rank count, anything else
+ * after a failure (already reported on stderr). */
 int surrogate_run(const surrogate_config *cfg, MPI_Comm comm);
 
 #ifdef __cplusplus

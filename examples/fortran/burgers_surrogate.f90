@@ -18,13 +18,13 @@ program burgers_surrogate
   type(dmuon_options) :: options
   type(burgers) :: sim
   type(mlp) :: net
-  character(len=1024) :: error
+  character(len=1024) :: error, config_path
   character(len=16) :: backend
   real(c_float), allocatable :: x(:, :), t(:)
   double precision :: loss_sum(2), global(2), t0, t_log, now, lr_factor
   integer(c_int64_t) :: restored
   integer :: rank, nranks, start, step, done_steps, since_log, ierr, csv, width
-  logical :: ok, use_muon, requested, resumed
+  logical :: ok, use_muon, requested, resumed, help, stale
   logical :: checkpointed_on_request = .false.
 
   interface
@@ -39,23 +39,47 @@ program burgers_surrogate
   call MPI_Init()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
   call MPI_Comm_size(MPI_COMM_WORLD, nranks)
-  call read_config(cfg, error)
-  if (error /= "") then
-    if (rank == 0) write (error_unit, '(a)') "burgers_surrogate_f: "//trim(error)
+  call read_config(cfg, error, help, config_path)
+  if (help .or. error /= "") then
+    ! Every rank read the same command line and file: rank 0 speaks for all.
+    if (rank == 0 .and. help) call print_help(config_path)
+    if (rank == 0 .and. .not. help) write (error_unit, '(a)') "burgers_surrogate_f: "//trim(error)//" (try --help)"
     call MPI_Finalize()
-    stop 2
+    if (help) stop
+    stop 2, quiet=.true.
   end if
   use_muon = cfg%optimizer == "muon"
+  ! The values were checked alone; this one depends on the rank count.
   call burgers_init(sim, MPI_COMM_WORLD, cfg%nx, cfg%viscosity, max(cfg%stencil, 1), ok)
-  if (.not. ok .or. .not. (use_muon .or. cfg%optimizer == "adam")) then
-    if (rank == 0) write (error_unit, '(a)') "burgers_surrogate_f: bad nx/stencil for this rank count, or bad optimizer"
+  if (.not. ok) then
+    if (rank == 0) write (error_unit, '("burgers_surrogate_f: --nx=",i0,": too small for ",i0," ranks with --stencil=", &
+      & i0," (each rank needs ",i0," points)")') cfg%nx, nranks, cfg%stencil, max(cfg%stencil, 1)
     call MPI_Finalize()
-    stop 2
+    stop 2, quiet=.true.
+  end if
+
+  ! A fresh start must not meet an earlier run's checkpoints: dmuon never
+  ! overwrites a checkpoint, so its saves would fail, the last one at the end
+  ! of the run. Rank 0 looks (`latest` names the newest checkpoint).
+  stale = .false.
+  if (cfg%restart == 0 .and. rank == 0) inquire (file=trim(cfg%checkpoint_dir)//"/latest", exist=stale)
+  call MPI_Bcast(stale, 1, MPI_LOGICAL, 0, MPI_COMM_WORLD)
+  if (stale) then
+    if (rank == 0) write (error_unit, '(a)') "burgers_surrogate_f: --restart=0 but --checkpoint_dir="// &
+      trim(cfg%checkpoint_dir)//" holds an earlier run's checkpoints: remove them, choose another directory, "// &
+      "or --restart=1 to continue"
+    call MPI_Finalize()
+    stop 2, quiet=.true.
   end if
 
   ! Every dmuon call below stops the program with dmuon's message if it fails
-  ! (no ierr argument), except where a failure is an expected answer.
-  call dmuon_context_create(MPI_COMM_WORLD, cfg%backend, ctx)
+  ! (no ierr argument), except where a failure is an expected answer or
+  ! comes from an option's value.
+  call dmuon_context_create(MPI_COMM_WORLD, cfg%backend, ctx, ierr)
+  if (failed_anywhere(ierr, "--backend="//trim(cfg%backend))) then
+    call MPI_Finalize()
+    stop 2, quiet=.true.
+  end if
   options%muon_lr = cfg%muon_lr
   options%adam_lr = cfg%adam_lr
   options%muon_weight_decay = cfg%weight_decay
@@ -73,9 +97,14 @@ program burgers_surrogate
       resumed = .true.
       start = int(restored)
       if (rank == 0) write (*, '("restored ",a," at step ",i0)') trim(cfg%checkpoint_dir), start
-    else if (ierr /= DMUON_ERR_NOT_FOUND) then
-      write (error_unit, '(a)') "dmuon_checkpoint_restore: "//dmuon_context_last_error(ctx)
-      error stop 1
+    else if (ierr == DMUON_ERR_NOT_FOUND) then
+      ierr = DMUON_SUCCESS
+    end if
+    if (failed_anywhere(ierr, "--checkpoint_dir="//trim(cfg%checkpoint_dir))) then
+      call dmuon_optimizer_destroy(opt)
+      call dmuon_context_destroy(ctx)
+      call MPI_Finalize()
+      stop 1, quiet=.true.
     end if
   end if
   ! Take the views after the restore: a restore may re-plan dmuon's storage,
@@ -150,6 +179,13 @@ program burgers_surrogate
     end if
   end do
 
+  ! The end of the run is checkpointed too, when the last step was not: a
+  ! longer run started later (a larger --steps) continues from here.
+  if (.not. checkpointed_on_request .and. start < cfg%steps .and. &
+      .not. (cfg%checkpoint_every > 0 .and. mod(cfg%steps, max(cfg%checkpoint_every, 1)) == 0)) then
+    call dmuon_checkpoint_save(opt, cfg%checkpoint_dir, int(cfg%steps, c_int64_t))
+    if (rank == 0) write (*, '("checkpoint at step ",i0," in ",a)') cfg%steps, trim(cfg%checkpoint_dir)
+  end if
   if (rank == 0) close (csv)
   ! Main-program variables are never finalized: destroy explicitly, before MPI_Finalize.
   call dmuon_optimizer_destroy(opt)
@@ -157,9 +193,31 @@ program burgers_surrogate
   call MPI_Finalize()
   ! 75 (EX_TEMPFAIL): checkpointed on request, run again to continue. The job
   ! scripts requeue on it whoever sent the signal (jobscripts/lib/dmuon_job.sh).
-  if (checkpointed_on_request) stop 75
+  if (checkpointed_on_request) stop 75, quiet=.true.
 
 contains
+
+  !> After a collective call that returned ierr on this rank: when it failed
+  !> on every rank the ranks share the cause (a bad --backend, an unreadable
+  !> checkpoint), so rank 0 alone says it; else each failing rank says what it
+  !> saw. True when any rank failed, so that all of them leave together.
+  logical function failed_anywhere(ierr, what)
+    integer, intent(in) :: ierr
+    character(len=*), intent(in) :: what
+    integer :: mine, count
+    mine = merge(1, 0, ierr /= DMUON_SUCCESS)
+    call MPI_Allreduce(mine, count, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
+    if (mine == 1 .and. (count < nranks .or. rank == 0)) then
+      if (count < nranks) then
+        write (error_unit, '(a)') "burgers_surrogate_f: this rank: "//what//": "//dmuon_error_string(ierr)//": "// &
+          dmuon_context_last_error(ctx)
+      else
+        write (error_unit, '(a)') "burgers_surrogate_f: "//what//": "//dmuon_error_string(ierr)//": "// &
+          dmuon_context_last_error(ctx)
+      end if
+    end if
+    failed_anywhere = count > 0
+  end function failed_anywhere
 
   !> Training pairs of this rank: u_i and (u_{i+j} - u_i)/dx as inputs,
   !> target_scale * du/dt as target (see the C example's harvest_pairs).

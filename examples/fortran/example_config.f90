@@ -1,7 +1,9 @@
 ! Reads the example's hyper-parameters: the shared config file
 ! (examples/surrogate.cfg, "key = value", "#" comments; every key required),
 ! then --key=value (or --key value) options on the command line, which win.
-! --config=FILE names the file (default surrogate.cfg).
+! --config=FILE names the file (default surrogate.cfg); --help (-h) asks for
+! the help, which shows the file's values and comments (print_help). Every
+! value is checked (check_values) with a message naming the option.
 module example_config
   implicit none
   private
@@ -19,24 +21,38 @@ module example_config
     "stencil", "hidden", "layers", "batch", "optimizer", "muon_lr", "adam_lr", "lr_final", "weight_decay", "max_grad_norm", &
     "backend", "steps", "seed", "log_every", "loss_csv", "checkpoint_every", "checkpoint_dir", "restart"]
 
-  public :: read_config
+  ! Each key's value as written (file or command line), for the messages.
+  character(len=1024) :: raw_values(size(keys))
+
+  public :: read_config, print_help
 
 contains
 
-  !> Fills cfg; on failure returns a message in `error` (else "").
-  subroutine read_config(cfg, error)
+  !> Fills cfg and checks it; on failure returns a message in `error` (else
+  !> ""). With --help on the command line, returns help = .true. at once and
+  !> `path` the config file to show.
+  subroutine read_config(cfg, error, help, path)
     type(surrogate_config), intent(out) :: cfg
-    character(len=*), intent(out) :: error
+    character(len=*), intent(out) :: error, path
+    logical, intent(out) :: help
     logical :: from_file(size(keys)), from_cli(size(keys))
-    character(len=1024) :: path, arg, key, value
+    character(len=1024) :: arg, key, value
     character(len=2048) :: line
     integer :: unit, ios, i, eq, n
     error = ""
+    help = .false.
     from_file = .false.
     from_cli = .false.
     path = "surrogate.cfg"
     ! The command line first, remembered, so that it overrides the file.
     n = command_argument_count()
+    do i = 1, n
+      call get_command_argument(i, arg)
+      if (arg == "--help" .or. arg == "-h") help = .true.
+      if (arg(1:9) == "--config=") path = arg(10:)
+      if (arg == "--config" .and. i < n) call get_command_argument(i + 1, path)
+    end do
+    if (help) return
     i = 1
     do while (i <= n)
       call get_command_argument(i, arg)
@@ -98,7 +114,80 @@ contains
         return
       end if
     end do
+    call check_values(cfg, error)
   end subroutine read_config
+
+  !> The rules, the same as the C example's (check_values in
+  !> examples/c/driver.cpp), in the same order. NaN fails every comparison.
+  subroutine check_values(c, error)
+    use, intrinsic :: ieee_arithmetic, only: ieee_is_finite, ieee_is_nan
+    type(surrogate_config), intent(in) :: c
+    character(len=*), intent(out) :: error
+    integer, parameter :: max_layers = 15  ! MLP_MAX_LINEAR - 1 of the C model
+    error = ""
+    call require(c%nx >= 1, "nx", ">= 1")
+    call require(c%viscosity >= 0 .and. ieee_is_finite(c%viscosity), "viscosity", ">= 0")
+    call require(c%horizon >= 1, "horizon", ">= 1")
+    call require(c%episode >= 1, "episode", ">= 1")
+    call require(c%target_scale > 0 .and. ieee_is_finite(c%target_scale), "target_scale", "> 0")
+    call require(c%stencil >= 0, "stencil", ">= 0")
+    call require(c%hidden >= 1, "hidden", ">= 1")
+    call require(c%layers >= 1 .and. c%layers <= max_layers, "layers", "between 1 and 15")
+    call require(c%batch >= 1, "batch", ">= 1")
+    call require(c%optimizer == "muon" .or. c%optimizer == "adam", "optimizer", "muon or adam")
+    call require(c%muon_lr > 0 .and. ieee_is_finite(c%muon_lr), "muon_lr", "> 0")
+    call require(c%adam_lr > 0 .and. ieee_is_finite(c%adam_lr), "adam_lr", "> 0")
+    call require(c%lr_final >= 0 .and. c%lr_final <= 1, "lr_final", "between 0 and 1")
+    call require(c%weight_decay >= 0 .and. ieee_is_finite(c%weight_decay), "weight_decay", ">= 0")
+    call require(.not. ieee_is_nan(c%max_grad_norm), "max_grad_norm", "a number")
+    call require(c%steps >= 1, "steps", ">= 1")
+    call require(c%log_every >= 1, "log_every", ">= 1")
+    call require(c%restart == 0 .or. c%restart == 1, "restart", "0 or 1")
+    call require(len_trim(c%backend) > 0, "backend", "given")
+    call require(len_trim(c%loss_csv) > 0, "loss_csv", "given")
+    call require(len_trim(c%checkpoint_dir) > 0, "checkpoint_dir", "given")
+  contains
+    ! The first broken rule wins.
+    subroutine require(ok, key, rule)
+      logical, intent(in) :: ok
+      character(len=*), intent(in) :: key, rule
+      if (ok .or. error /= "") return
+      error = "--"//key//"="//trim(raw_values(findloc(keys, key, dim=1)))//": must be "//rule
+    end subroutine require
+  end subroutine check_values
+
+  !> --help: the options with their values in the config file (the defaults)
+  !> and the file's comment on each, which is where they are explained.
+  subroutine print_help(path)
+    character(len=*), intent(in) :: path
+    character(len=2048) :: line
+    character(len=28) :: option
+    integer :: unit, ios, eq, hash
+    write (*, '(a)') "burgers_surrogate_f: online training of a Burgers surrogate with dmuon", "", &
+      "usage: mpiexec -n RANKS burgers_surrogate_f [--config=FILE] [--key=value ...]", "", &
+      "  -h, --help        this help", &
+      "  --config=FILE     the config file, `key = value` lines (default surrogate.cfg)", "", &
+      "Every key of the config file is an option too; the command line wins.", &
+      "Exit status: 0 done, 75 checkpointed on a signal (run again to continue),", &
+      "2 a bad option, 1 a failure.", ""
+    open (newunit=unit, file=path, status="old", action="read", iostat=ios)
+    if (ios /= 0) then
+      write (*, '(a)') "(config file "//trim(path)//" not found: no defaults to show)"
+      return
+    end if
+    write (*, '(a)') "keys, with their values in "//trim(path)//":"
+    do
+      read (unit, '(a)', iostat=ios) line
+      if (ios /= 0) exit
+      eq = index(line, "=")
+      hash = index(line, "#")
+      if (eq == 0 .or. (hash > 0 .and. hash < eq)) cycle
+      if (hash == 0) hash = len_trim(line) + 1
+      option = "--"//trim(adjustl(line(1:eq - 1)))//"="//trim(adjustl(line(eq + 1:hash - 1)))
+      write (*, '(2x,a,1x,a)') option, trim(adjustl(line(hash + 1:)))
+    end do
+    close (unit)
+  end subroutine print_help
 
   subroutine set_key(cfg, key, value, seen, error)
     type(surrogate_config), intent(inout) :: cfg
@@ -108,7 +197,7 @@ contains
     integer :: i, ios
     i = findloc(keys, trim(key), dim=1)
     if (i == 0) then
-      error = "unknown key "//trim(key)
+      error = "unknown option --"//trim(key)
       return
     end if
     ios = 0
@@ -138,9 +227,10 @@ contains
     case ("restart"); read (value, *, iostat=ios) cfg%restart
     end select
     if (ios /= 0) then
-      error = "bad value for "//trim(key)//": "//trim(value)
+      error = "--"//trim(key)//"="//trim(value)//": not a number"
       return
     end if
+    raw_values(i) = value
     seen(i) = .true.
   end subroutine set_key
 

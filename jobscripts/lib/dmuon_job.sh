@@ -28,7 +28,16 @@
 #
 # Settings (environment, all optional; sbatch passes the submitting shell's
 # environment to the job):
-#   DMUON_RUN_DIR            run directory (default $SLURM_SUBMIT_DIR/runs/<job name>-<job id>)
+#   DMUON_SCRATCH            where run directories go: a parallel scratch file system, not $HOME
+#                            (default $SCRATCH when the site sets it, else $SLURM_SUBMIT_DIR)
+#   DMUON_RUN_DIR            run directory (default $DMUON_SCRATCH/runs/<run name>: <job name>-<job id>,
+#                            or for a chain <job name> (singleton) / <job name>-<array job id> (array))
+#   DMUON_STRIPE_COUNT       Lustre: stripe the new run directory over this many OSTs (lfs setstripe -c);
+#                            unset: the file system's default
+#   DMUON_RESUBMIT           how the next run starts: requeue (default, scontrol requeue of this job), or
+#                            chain (the next job of a chain that jobscripts/submit_chain.sh submitted,
+#                            --dependency=singleton or an array with %1; for sites that forbid requeue)
+#   DMUON_DRY_RUN            1: print the run directory and the srun line, run nothing (works outside Slurm)
 #   DMUON_REQUEUE_EXIT_CODE  exit status meaning "checkpointed, requeue me" (default 75)
 #   DMUON_DONE_FILE          file the program writes when finished, relative to the run directory
 #   DMUON_MAX_RESTARTS       requeue at most this many times (default 20): a program that
@@ -37,6 +46,12 @@
 : "${DMUON_REQUEUE_EXIT_CODE:=75}"
 : "${DMUON_MAX_RESTARTS:=20}"
 : "${DMUON_DONE_FILE:=}"
+: "${DMUON_RESUBMIT:=requeue}"
+: "${DMUON_DRY_RUN:=0}"
+: "${DMUON_STRIPE_COUNT:=}"
+# Markers in the run directory that end a chain: later jobs of it exit at once.
+DMUON_CHAIN_FINISHED=CHAIN_FINISHED
+DMUON_CHAIN_FAILED=CHAIN_FAILED
 
 DMUON_SIGNALLED=0      # a checkpoint signal reached this batch shell
 DMUON_STEP_PID=""      # the job step (srun) while it runs
@@ -51,8 +66,18 @@ dmuon_log() {
 }
 
 dmuon_job_begin() {
+  case $DMUON_RESUBMIT in
+    requeue | chain) ;;
+    *) echo "dmuon_job.sh: DMUON_RESUBMIT=$DMUON_RESUBMIT: use requeue or chain" >&2; exit 2 ;;
+  esac
+  if [ "$DMUON_DRY_RUN" = 1 ] && [ -z "${SLURM_JOB_ID:-}" ]; then
+    # What sbatch would give the script, so that the lines below print as in a job.
+    SLURM_JOB_ID=DRYRUN SLURM_JOB_NAME=${SLURM_JOB_NAME:-dmuon} SLURM_SUBMIT_DIR=${SLURM_SUBMIT_DIR:-$PWD}
+    dmuon_log "dry run of $0: what sbatch would read from it (the sbatch command line wins):"
+    grep '^#SBATCH' "$0" | sed 's/[[:space:]][[:space:]]*#.*$//; s/^/    /' || true
+  fi
   if [ -z "${SLURM_JOB_ID:-}" ]; then
-    echo "dmuon_job.sh: not inside a Slurm job (submit this script with sbatch)" >&2
+    echo "dmuon_job.sh: not inside a Slurm job (submit this script with sbatch, or DMUON_DRY_RUN=1 to see what it runs)" >&2
     exit 2
   fi
   dmuon_log "start: SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0} nodes=${SLURM_JOB_NODELIST:-?}" \
@@ -79,11 +104,50 @@ dmuon_on_checkpoint_signal() {
 
 # Where the program runs: its relative paths (checkpoint directory, loss file)
 # land here, and a requeued run of the same job finds its checkpoints again.
+# The run name: the same for every run that continues this one (a requeue
+# keeps the job id; the jobs of a chain share the job name, an array's tasks
+# the array job id).
+dmuon_run_name() {
+  local name=${SLURM_JOB_NAME:-dmuon}
+  if [ "$DMUON_RESUBMIT" = chain ] && [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
+    echo "$name-$SLURM_ARRAY_JOB_ID"
+  elif [ "$DMUON_RESUBMIT" = chain ]; then
+    echo "$name"
+  else
+    echo "$name-$SLURM_JOB_ID"
+  fi
+}
+
+# Where the program runs: its relative paths (checkpoint directory, loss file)
+# land here, and a requeued run of the same job finds its checkpoints again.
+# Checkpoints belong on the parallel scratch file system: $HOME is small,
+# slow for parallel writes and often read-only on compute nodes.
 dmuon_job_enter_run_dir() {
-  : "${DMUON_RUN_DIR:=${SLURM_SUBMIT_DIR:-$PWD}/runs/${SLURM_JOB_NAME:-dmuon}-${SLURM_JOB_ID}}"
-  mkdir -p "$DMUON_RUN_DIR" || exit 1
+  : "${DMUON_SCRATCH:=${SCRATCH:-${SLURM_SUBMIT_DIR:-$PWD}}}"
+  : "${DMUON_RUN_DIR:=$DMUON_SCRATCH/runs/$(dmuon_run_name)}"
+  if [ "$DMUON_DRY_RUN" = 1 ]; then
+    dmuon_log "dry run: run directory $DMUON_RUN_DIR (resubmit: $DMUON_RESUBMIT)"
+    [ -n "$DMUON_STRIPE_COUNT" ] && dmuon_log "dry run: lfs setstripe -c $DMUON_STRIPE_COUNT $DMUON_RUN_DIR"
+    return 0
+  fi
+  if [ ! -d "$DMUON_RUN_DIR" ]; then
+    mkdir -p "$DMUON_RUN_DIR" || exit 1
+    # New files inherit a directory's striping: set it before the first checkpoint.
+    if [ -n "$DMUON_STRIPE_COUNT" ]; then
+      lfs setstripe -c "$DMUON_STRIPE_COUNT" "$DMUON_RUN_DIR" ||
+        dmuon_log "lfs setstripe -c $DMUON_STRIPE_COUNT failed (not Lustre?): default striping"
+    fi
+  fi
   cd "$DMUON_RUN_DIR" || exit 1
   dmuon_log "run directory $DMUON_RUN_DIR"
+  if [ "$DMUON_RESUBMIT" = chain ] && [ -e "$DMUON_CHAIN_FINISHED" ]; then
+    dmuon_log "FINISHED already (an earlier job of the chain wrote $DMUON_CHAIN_FINISHED): nothing to do"
+    exit 0
+  fi
+  if [ "$DMUON_RESUBMIT" = chain ] && [ -e "$DMUON_CHAIN_FAILED" ]; then
+    dmuon_log "FAILED: an earlier job of the chain failed ($DMUON_RUN_DIR/$DMUON_CHAIN_FAILED): not starting"
+    exit 1
+  fi
 }
 
 # Runs "$@" (the srun line) in the background and waits for it, so that the
@@ -93,6 +157,11 @@ dmuon_job_run() {
     # The wall time is near already: starting would only be killed.
     dmuon_log "checkpoint signal came before the job step started: not starting it"
     DMUON_STEP_RC=$DMUON_REQUEUE_EXIT_CODE
+    return
+  fi
+  if [ "$DMUON_DRY_RUN" = 1 ]; then
+    dmuon_log "dry run: job step: $(printf '%q ' "$@")"
+    DMUON_STEP_RC=0
     return
   fi
   dmuon_log "job step: $*"
@@ -112,6 +181,11 @@ dmuon_job_run() {
 }
 
 dmuon_job_requeue() {
+  if [ "$DMUON_RESUBMIT" = chain ]; then
+    # The next job of the chain is queued already: it starts when this one ends.
+    dmuon_log "CHAIN: the next job of the chain continues from the latest checkpoint"
+    exit 0
+  fi
   local restarts=${SLURM_RESTART_COUNT:-0}
   if [ "$restarts" -ge "$DMUON_MAX_RESTARTS" ]; then
     dmuon_log "FAILED: $restarts restarts already (DMUON_MAX_RESTARTS=$DMUON_MAX_RESTARTS); not requeueing"
@@ -126,8 +200,18 @@ dmuon_job_requeue() {
   exit 0
 }
 
+# The end of a chain: later jobs of it see the marker and exit at once.
+dmuon_job_end_chain() {
+  [ "$DMUON_RESUBMIT" = chain ] && [ "$DMUON_DRY_RUN" != 1 ] && : >"$1"
+  return 0
+}
+
 dmuon_job_finish() {
   local rc=$DMUON_STEP_RC
+  if [ "$DMUON_DRY_RUN" = 1 ]; then
+    dmuon_log "dry run: nothing ran"
+    exit 0
+  fi
   if [ "$rc" = "$DMUON_REQUEUE_EXIT_CODE" ]; then
     dmuon_log "program checkpointed and asked to be run again (status $rc)"
     dmuon_job_requeue
@@ -135,6 +219,7 @@ dmuon_job_finish() {
   if [ "$rc" -eq 0 ] && [ -n "$DMUON_DONE_FILE" ]; then
     if [ -e "$DMUON_DONE_FILE" ]; then
       dmuon_log "FINISHED: $DMUON_DONE_FILE exists"
+      dmuon_job_end_chain "$DMUON_CHAIN_FINISHED"
       exit 0
     fi
     dmuon_log "program exited 0 without writing $DMUON_DONE_FILE: more to do"
@@ -142,6 +227,7 @@ dmuon_job_finish() {
   fi
   if [ "$rc" -eq 0 ] && [ "$DMUON_SIGNALLED" -eq 0 ]; then
     dmuon_log "FINISHED"
+    dmuon_job_end_chain "$DMUON_CHAIN_FINISHED"
     exit 0
   fi
   if [ "$rc" -eq 0 ]; then
@@ -155,5 +241,6 @@ dmuon_job_finish() {
     dmuon_job_requeue
   fi
   dmuon_log "FAILED: program exited with status $rc"
+  dmuon_job_end_chain "$DMUON_CHAIN_FAILED"
   exit "$rc"
 }

@@ -8,7 +8,7 @@ rm -rf "$out"
 "$src/examples/run_demo.sh" "$build" --out "$out" --steps=150 --log_every=25 --checkpoint_every=0
 # the headline: the steps of each run to a loss both reach
 grep -Eq '\(both reach\) +[0-9]+ +[0-9]+ ' "$out/summary.txt" || { cat "$out/summary.txt"; exit 1; }
-head -n 1 "$out/loss_curves.csv" | grep -qx "step,muon_adamw,adamw"
+head -n 1 "$out/loss_curves.csv" | grep -qx "step,muon_adamw,adamw,muon_adamw_seconds,adamw_seconds"
 # 150 steps logged every 25: six rows, each with two positive losses
 rows=$(awk -F, 'NR > 1 && $2 > 0 && $3 > 0' "$out/loss_curves.csv" | wc -l)
 [ "$rows" -eq 6 ] || { echo "expected 6 rows with both losses, found $rows"; cat "$out/loss_curves.csv"; exit 1; }

@@ -8,6 +8,7 @@
 # "auto", and, when the install has the CUDA backend, on "cuda" (the backend
 # loads: it runs, or says no GPU is visible) and on "auto" once more with the
 # backend's library unreachable (a node without the CUDA runtime): the CPU.
+# The installed examples are built the same way and run on 2 ranks.
 #   run_consumers.sh BUILD_DIR WORK_DIR HAS_FORTRAN MPIEXEC [C_COMPILER CXX_COMPILER Fortran_COMPILER]
 set -euo pipefail
 build=$1 work=$2 has_fortran=$3 mpiexec=$4
@@ -77,6 +78,31 @@ if [ "$has_cuda" = ON ]; then
   DMUON_CUDA_BACKEND=$work/nowhere/libdmuon_cuda.so "$mpiexec" -n 2 "$work/consumer_c/consumer_c" auto | tee "$work/consumer_c.nocuda.out"
   grep -q "on 2 ranks: OK (backend cpu)" "$work/consumer_c.nocuda.out"
 fi
+# The examples as installed (share/dmuon/examples), built on their own
+# against the package: --help, then a short run on 2 ranks that trains and
+# checkpoints its last step.
+examples=$prefix/share/dmuon/examples
+for f in CMakeLists.txt surrogate.cfg run_demo.sh sweep_lr.sh example_env.sh; do
+  [ -f "$examples/$f" ] || { echo "no $f under $examples"; exit 1; }
+done
+[ -x "$prefix/share/dmuon/jobscripts/cpu_job.sh" ] || { echo "no job scripts under $prefix/share/dmuon/jobscripts"; exit 1; }
+echo "== the installed examples: configure, build, run on 2 ranks"
+cmake -S "$examples" -B "$work/examples" -DCMAKE_PREFIX_PATH="$prefix" "${compilers[@]}" >"$work/examples.configure.log" ||
+  { cat "$work/examples.configure.log"; exit 1; }
+cmake --build "$work/examples" >"$work/examples.build.log" || { cat "$work/examples.build.log"; exit 1; }
+programs=(burgers_surrogate_c)
+[ "$has_fortran" = "ON" ] && programs+=(burgers_surrogate_f)
+for p in "${programs[@]}"; do
+  (cd "$work/examples" && "$mpiexec" -n 2 "./$p" --config="$examples/surrogate.cfg" --help) >"$work/$p.help" ||
+    { cat "$work/$p.help"; exit 1; }
+  grep -q -- "--steps=1500 " "$work/$p.help" || { echo "$p --help shows no defaults:"; cat "$work/$p.help"; exit 1; }
+  (cd "$work/examples" && "$mpiexec" -n 2 "./$p" --config="$examples/surrogate.cfg" --backend=cpu --steps=20 \
+    --log_every=10 --restart=0 --checkpoint_dir="ck_$p" --loss_csv="$p.csv") | tee "$work/$p.out"
+  if ! grep -q "^step  *20 " "$work/$p.out" || ! grep -q "checkpoint at step 20 " "$work/$p.out"; then
+    echo "$p from the installed examples did not train and checkpoint"
+    exit 1
+  fi
+done
 
 if command -v pkg-config >/dev/null && command -v mpicc >/dev/null; then
   echo "== consumer_c through pkg-config (static libdmuon: --static)"

@@ -127,6 +127,23 @@ check signal-before-step exit:0 early 0 yes 'came before the job step started'
 check max-restarts exit:75 no 1 no 'FAILED: 20 restarts already' SLURM_RESTART_COUNT=20
 check restart-count-logged exit:0 no 0 no 'restart 3\] start: SLURM_RESTART_COUNT=3 ' SLURM_RESTART_COUNT=3
 
+# Chain mode (DMUON_RESUBMIT=chain, jobscripts/submit_chain.sh): no requeue;
+# the end of the run leaves a marker that makes later jobs of the chain exit
+# at once, without a job step.
+check chain-checkpointed exit:75 no 0 no 'CHAIN: the next job of the chain continues' DMUON_RESUBMIT=chain
+check chain-after-signal wait:0 yes 0 no 'CHAIN: the next job' DMUON_RESUBMIT=chain
+check chain-finished exit:0 no 0 no '\] FINISHED$' DMUON_RESUBMIT=chain
+[ -e "$work/chain-finished/run/CHAIN_FINISHED" ] || { echo "FAIL chain-finished: no CHAIN_FINISHED marker"; failures=$((failures + 1)); }
+check chain-failed exit:4 no 4 no 'FAILED: program exited with status 4' DMUON_RESUBMIT=chain
+[ -e "$work/chain-failed/run/CHAIN_FAILED" ] || { echo "FAIL chain-failed: no CHAIN_FAILED marker"; failures=$((failures + 1)); }
+# The next job of each: the marker ends it before the step (exit:3 would fail it).
+check chain-after-finished exit:3 no 0 no 'FINISHED already' DMUON_RESUBMIT=chain "DMUON_RUN_DIR=$work/chain-finished/run"
+check chain-after-failed exit:0 no 1 no 'an earlier job of the chain failed' DMUON_RESUBMIT=chain \
+  "DMUON_RUN_DIR=$work/chain-failed/run"
+check bad-resubmit exit:0 no 2 no 'DMUON_RESUBMIT=sometimes: use requeue or chain' DMUON_RESUBMIT=sometimes
+# Requeue mode leaves no marker.
+[ ! -e "$work/finished/run/CHAIN_FINISHED" ] || { echo "FAIL finished: a CHAIN_FINISHED marker in requeue mode"; failures=$((failures + 1)); }
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1
