@@ -9,7 +9,8 @@
 //   - a plain MPI_Reduce_scatter_block + MPI_Allgather of N/ranks per rank,
 //     and the backend's reduce_scatter_average + allgather of the same;
 //   - the Adam pass (dmuon_step of an Adam-only model on MPI_COMM_SELF, every
-//     rank at once, fp32 and bf16) beside a memcpy of the same bytes;
+//     rank at once, fp32 and bf16) beside a memcpy of the same bytes, both in
+//     CPU time (the slowest rank's), which other work on the cores cannot inflate;
 //   - dmuon_step of the same Adam-only model (fp32) on all ranks, beside its
 //     floor: the plain all-reduce plus the fp32 Adam pass.
 // Ratios are plain time / dmuon time (1 = as fast; the goals are >= 0.9 for
@@ -21,6 +22,8 @@
 // steps, beside its floor: one plain MPI_Allreduce of the gradient bytes plus
 // one memcpy pass over the optimizer's bytes (parameters, gradients, state).
 #include <mpi.h>
+
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -45,12 +48,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Seconds of f on every rank, from a barrier to the slowest rank's end.
-double timed(const std::function<void()>& f) {
+// This thread's CPU seconds: what a pass without communication costs, robust
+// to other work sharing the cores (a shared machine's load only delays it).
+double cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Seconds of f on every rank, from a barrier to the slowest rank's end: wall
+// time, or with `cpu` the slowest rank's CPU time.
+double timed(const std::function<void()>& f, bool cpu = false) {
   MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = now();
+  const double t0 = cpu ? cpu_now() : now();
   f();
-  double dt = now() - t0;
+  double dt = (cpu ? cpu_now() : now()) - t0;
   MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return dt;
 }
@@ -110,14 +122,15 @@ std::vector<Spec> adam_only(int64_t total, int tensors, int dtype) {
   return out;
 }
 
-// A memcpy moving `bytes` in total (reads plus writes), median of `reps`.
-double copy_seconds(double bytes, int reps) {
+// A memcpy moving `bytes` in total (reads plus writes), median of `reps`
+// (CPU time with `cpu`).
+double copy_seconds(double bytes, int reps, bool cpu = false) {
   const std::size_t n = static_cast<std::size_t>(bytes / 2);
   std::vector<char> src(n, 1), dst(n, 0);
   std::vector<double> t;
   for (int r = 0; r < reps + 1; ++r) {
     src[static_cast<std::size_t>(r) % n] = static_cast<char>(r);
-    const double dt = timed([&] { std::memcpy(dst.data(), src.data(), n); });
+    const double dt = timed([&] { std::memcpy(dst.data(), src.data(), n); }, cpu);
     if (r > 0) t.push_back(dt);
   }
   return median(t);
@@ -171,14 +184,14 @@ void comm_mode(int64_t total, int tensors, int reps) {
     auto m = make_model(MPI_COMM_SELF, adam_only(total, tensors, dtypes[d]), 0.0);
     std::vector<double> t;
     for (int r = 0; r < reps + 1; ++r) {
-      const double dt = timed([&] { check(dmuon_step(m->opt), m->ctx, "step"); });
+      const double dt = timed([&] { check(dmuon_step(m->opt), m->ctx, "step"); }, true);
       if (r > 0) t.push_back(dt);
     }
     adam[d] = median(t);
     // Bytes of the pass: read p, g, m, v; write p, m, v.
     const double per = dtypes[d] == DMUON_DTYPE_BF16 ? 22.0 : 28.0;
     m.reset();
-    copy[d] = copy_seconds(per * static_cast<double>(total), reps);
+    copy[d] = copy_seconds(per * static_cast<double>(total), reps, true);
   }
   // The whole step on all ranks, fp32 Adam: all-reduce, then the pass.
   double step = 0;
