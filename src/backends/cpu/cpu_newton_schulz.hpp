@@ -25,7 +25,7 @@ constexpr SymmetricProduct kCpuSymmetricProduct = SymmetricProduct::ssyrk;
 enum class NsIteration { plain, gram };
 
 // The CPU Muon step's choice for a k x n shape (k <= n): Gram where it measured
-// faster on OpenBLAS (docs/decisions.md, "Gram Newton-Schulz"). A fixed rule of
+// faster on OpenBLAS (docs/decisions.md, "Performance"). A fixed rule of
 // the shape, not a run-time timing, for the same reason as kCpuSymmetricProduct.
 NsIteration cpu_ns_iteration(long k, long n);
 

@@ -211,8 +211,10 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
       c.blocks = p;
       c.note = product_name(p) + " (forced: DMUON_NS_SYMMETRIC=" + std::to_string(p) + ")";
     } else {
-      c.note = "cublas_gemm (forced " + product_name(p) + " does not fit " + std::to_string(w.rows) + "x" +
-               std::to_string(w.cols) + ")";
+      c.note = "cublas_gemm (forced " + product_name(p) + " does not fit " +
+               (p == kNsGramBlocks ? std::to_string(w.rows) + "x" + std::to_string(w.cols)
+                                   : std::to_string(k) + " rows") +
+               ")";
     }
   } else if (k < kNsTuneMinRows) {
     c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)" + problem;
