@@ -26,14 +26,14 @@ for ranks in $ranks_list; do
     "$(get adam_fp32_ratio)" "$(get adam_bf16_ratio)" "$(get step_ms)" "$(get floor_ms)" "$(get step_over_floor)"
 done
 echo
-echo "# small models: median step latency against its floor (one plain all-reduce of the gradient bytes + one memcpy pass over parameters, gradients and state)"
-printf '%-7s %-5s | %10s %10s %10s %10s %6s\n' model ranks step_us allred_us pass_us floor_us ratio
+echo "# small models: median step latency against its floor (one plain all-reduce of the gradient bytes + one memcpy pass over parameters, gradients and state), and against the floor plus the busiest rank's Newton-Schulz"
+printf '%-7s %-5s | %10s %10s %10s %10s %6s | %10s %6s\n' model ranks step_us allred_us pass_us floor_us ratio ns_us ratio
 for model in demo mlp256; do
   for ranks in $ranks_list; do
     line=$(OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe -np "$ranks" "$exe" --mode model --model "$model" \
              --iters "${ITERS:-200}" | grep '^model')
     get() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$line"; }
-    printf '%-7s %-5s | %10s %10s %10s %10s %6s\n' "$model" "$ranks" "$(get step_us)" "$(get allreduce_us)" \
-      "$(get pass_us)" "$(get floor_us)" "$(get step_over_floor)"
+    printf '%-7s %-5s | %10s %10s %10s %10s %6s | %10s %6s\n' "$model" "$ranks" "$(get step_us)" "$(get allreduce_us)" \
+      "$(get pass_us)" "$(get floor_us)" "$(get step_over_floor)" "$(get ns_us)" "$(get step_over_floor_ns)"
   done
 done
