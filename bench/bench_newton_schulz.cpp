@@ -7,8 +7,10 @@
 // 2k^2n (B X). Beside it, in the same run: the sgemm rate of the iteration's
 // three products as plain back-to-back sgemm calls; NS again with SYRK for its two
 // symmetric products, and those products (X X^T, A A) alone both ways (the
-// decision between them, docs/decisions.md). Times in ms; ratio = NS GF/s over
-// the sgemm GF/s of the same shape.
+// decision between them, docs/decisions.md); and Gram Newton-Schulz with the
+// SYRK products (speedup = syrk_ms / gram_ms; step = what the CPU Muon step
+// uses for the shape). Times in ms; ratio = NS GF/s over the sgemm GF/s of
+// the same shape.
 //
 // --mode step (any number of ranks): dmuon_step on a fixed mixed model, the
 // median over the timed steps of the slowest rank, and beside it the
@@ -82,9 +84,9 @@ void fill(std::vector<float>& v, unsigned seed) {
 }
 
 void bench_ns(const std::vector<std::pair<long, long>>& shapes, int steps, int repeats, int batch) {
-  std::printf("%-10s %5s | %8s %8s %6s | %8s %8s %6s | %9s %9s | %8s %8s %8s %8s\n", "shape", "batch", "ns_ms",
-              "GF/s", "ratio", "syrk_ms", "GF/s", "ratio", "gemm_GF/s", "peak_GF/s", "xxt_gemm", "xxt_syrk",
-              "aa_gemm", "aa_syrk");
+  std::printf("%-10s %5s | %8s %8s %6s | %8s %8s %6s | %8s %8s %-5s | %9s %9s | %8s %8s %8s %8s\n", "shape", "batch",
+              "ns_ms", "GF/s", "ratio", "syrk_ms", "GF/s", "ratio", "gram_ms", "speedup", "step", "gemm_GF/s",
+              "peak_GF/s", "xxt_gemm", "xxt_syrk", "aa_gemm", "aa_syrk");
   // A large square sgemm as the machine's reference rate, once per run.
   const int big = 2048;
   std::vector<float> pa(static_cast<std::size_t>(big) * big), pb(pa.size()), pc(pa.size());
@@ -101,8 +103,8 @@ void bench_ns(const std::vector<std::pair<long, long>>& shapes, int steps, int r
     std::vector<float> input(static_cast<std::size_t>(batch * k * n)), work(cpu_ns_workspace_floats(batch, k, n));
     fill(input, 3);
     auto reset = [&] { std::memcpy(work.data(), input.data(), input.size() * sizeof(float)); };
-    auto run_ns = [&](SymmetricProduct p) {
-      return best_of(repeats, reset, [&] { cpu_newton_schulz(work.data(), batch, k, n, coeffs, 1.0, 1e-7f, p); });
+    auto run_ns = [&](SymmetricProduct p, NsIteration it = NsIteration::plain) {
+      return best_of(repeats, reset, [&] { cpu_newton_schulz(work.data(), batch, k, n, coeffs, 1.0, 1e-7f, p, it); });
     };
     const double t_ns = run_ns(SymmetricProduct::sgemm);
     const double flops = batch * steps * (4.0 * k * k * n + 2.0 * k * k * k);
@@ -141,12 +143,17 @@ void bench_ns(const std::vector<std::pair<long, long>>& shapes, int steps, int r
       ssyrk_row_major(static_cast<int>(k), static_cast<int>(k), 1.0f, a.data(), 0.0f, b.data());
     });
     const double t_ns_syrk = run_ns(SymmetricProduct::ssyrk);
+    // Gram Newton-Schulz with the step's products, where its workspace fits.
+    const double t_gram = gram_ns_fits(k, n) ? run_ns(kCpuSymmetricProduct, NsIteration::gram) : 0.0;
     const double ns_rate = flops / t_ns / 1e9, syrk_rate = flops / t_ns_syrk / 1e9;
     char shape[32];
     std::snprintf(shape, sizeof shape, "%ldx%ld", rows, cols);
-    std::printf("%-10s %5d | %8.2f %8.1f %6.2f | %8.2f %8.1f %6.2f | %9.1f %9.1f | %8.3f %8.3f %8.3f %8.3f\n", shape,
-                batch, t_ns * 1e3, ns_rate, ns_rate / gemm_rate, t_ns_syrk * 1e3, syrk_rate, syrk_rate / gemm_rate,
-                gemm_rate, peak, t_xxt_gemm * 1e3, t_xxt_syrk * 1e3, t_aa_gemm * 1e3, t_aa_syrk * 1e3);
+    char gram[48] = "       -        -";
+    if (t_gram > 0) std::snprintf(gram, sizeof gram, "%8.2f %8.2f", t_gram * 1e3, t_ns_syrk / t_gram);
+    std::printf("%-10s %5d | %8.2f %8.1f %6.2f | %8.2f %8.1f %6.2f | %s %-5s | %9.1f %9.1f | %8.3f %8.3f %8.3f %8.3f\n",
+                shape, batch, t_ns * 1e3, ns_rate, ns_rate / gemm_rate, t_ns_syrk * 1e3, syrk_rate,
+                syrk_rate / gemm_rate, gram, cpu_ns_iteration(k, n) == NsIteration::gram ? "gram" : "plain", gemm_rate,
+                peak, t_xxt_gemm * 1e3, t_xxt_syrk * 1e3, t_aa_gemm * 1e3, t_aa_syrk * 1e3);
     std::fflush(stdout);
   }
 }
@@ -220,7 +227,7 @@ void bench_step(int width, int layers, int iters, int ns_steps) {
     fill(input, 9);
     ns_own += best_of(3, [&] { std::memcpy(work.data(), input.data(), input.size() * sizeof(float)); }, [&] {
       cpu_newton_schulz(work.data(), 1, k, n, coeffs, ns_norm_factor(o.muon_ns_schedule),
-                        static_cast<float>(o.muon_ns_eps), kCpuSymmetricProduct);
+                        static_cast<float>(o.muon_ns_eps), kCpuSymmetricProduct, cpu_ns_iteration(k, n));
     });
   }
   MPI_Allreduce(MPI_IN_PLACE, &ns_own, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

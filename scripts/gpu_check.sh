@@ -84,6 +84,8 @@ bench bench_cuda_ns12 "$(find_bin bench_cuda_ns)" --count 12 --iters 10
 bench bench_torch_ns12 python3 "$here/bench/cuda/bench_torch_ns.py" 12
 bench bench_cuda_step "$(find_bin bench_cuda_step)"
 bench bench_torch_step python3 "$here/bench/cuda/bench_torch_step.py"
+bench bench_cuda_small "$(find_bin bench_cuda_small)"
+bench bench_torch_small python3 "$here/bench/cuda/bench_torch_small.py"
 # The NCCL phases against plain NCCL, at 2 and 4 ranks (on one GPU through
 # gpu_rank.sh: NCCL's socket transport; on several GPUs: their links).
 for n in 2 4; do
@@ -92,4 +94,5 @@ done
 
 echo
 python3 "$here/bench/cuda/gpu_table.py" "$results"
+echo; python3 "$here/bench/cuda/perf_table.py" "$results"
 exit $failed

@@ -37,6 +37,9 @@ dmuon_add_gpu_test(test_cuda_device gpu/test_cuda_device.cpp)
 # Symmetric Newton-Schulz products: equal to plain within bf16 tolerance, replay
 # bitwise eager, per-shape choice timed once and cached on disk.
 dmuon_add_gpu_test(test_cuda_ns_symmetric gpu/test_cuda_ns_symmetric.cu)
+# Gram Newton-Schulz forced: within its bf16 tolerance of the plain iteration
+# (both schedules), plain where it does not fit, replay bitwise eager.
+dmuon_add_gpu_test(test_cuda_ns_gram gpu/test_cuda_ns_gram.cu)
 # The cache file's format and writing, without a GPU: runs wherever the CUDA backend is built.
 dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS 1 LABELS unit)
 target_link_libraries(test_ns_tuning_cache PRIVATE dmuon_cuda)

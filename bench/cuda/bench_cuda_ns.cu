@@ -2,8 +2,9 @@
 // (momentum, normalisation, 5 quintic iterations in bf16 through cuBLAS,
 // update), eager and replayed from its per-shape CUDA graph, with the products
 // the backend chose for the shape (timed at its first step, or read from the
-// cache in $DMUON_CACHE_DIR), and replayed with the plain products and with
-// the best symmetric ones forced; the host cost of one replayed step; and the
+// cache in $DMUON_CACHE_DIR), and replayed with the plain products, with
+// the best symmetric ones and with Gram Newton-Schulz forced (where each fits);
+// the host cost of one replayed step; and the
 // rate of a plain cuBLAS bf16 GEMM of the iteration's size beside the
 // iteration's GEMM-counted rate. bench_torch_ns.py times PyTorch's iteration.
 #include <cublas_v2.h>
@@ -111,8 +112,8 @@ int main(int argc, char** argv) {
       bench::result(tag + "_host_us", hc.median_us);
       bench::result(tag + "_host_mean_us", hc.mean_us);
       bench::result(tag + "_host_first_us", hc.first_us);
-      // GEMM-counted flops of the iteration: 5 x (4 k^2 n + 2 k^3) per matrix.
-      bench::result(tag + "_ns_tflops", 5.0 * (4.0 * k * k * n + 2.0 * k * k * k) / (ms * 1e-3) / 1e12);
+      // GEMM-counted flops of the plain iteration: 5 x (4 k^2 n + 2 k^3) per matrix.
+      bench::result(tag + "_ns_tflops", dmuon::ns_plain_flops(k, n, 5) / (ms * 1e-3) / 1e12);
       if (const dmuon::NsTuner::Choice* c = choice_of(run, s.first, s.second, count)) {
         best_sym = c->best_sym_blocks;
         bench::result(tag + "_choice_blocks", c->blocks);
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
       }
     }
     // Plain products forced, and the best symmetric candidate forced (graphs).
+    if (best_sym == dmuon::kNsGramBlocks) best_sym = 0;  // Gram has its own row below
     for (int forced : {0, best_sym}) {
       const std::string value = std::to_string(forced);
       setenv("DMUON_NS_SYMMETRIC", value.c_str(), 1);
@@ -130,6 +132,22 @@ int main(int argc, char** argv) {
       bench::Run run(params, o);
       bench::result(tag + (forced ? "_sym_ms" : "_plain_ms"), run.ms_per_step(3, it) / count);
       if (!best_sym) break;  // no symmetric candidate fits or passed the check
+    }
+    // Gram Newton-Schulz forced, quintic and Polar Express (graphs), with its
+    // GEMM-counted flops; the plain products' Polar Express time beside it.
+    if (dmuon::ns_gram_possible(k, n)) {
+      bench::result(tag + "_gram_flop_ratio", dmuon::ns_gram_flops(k, n, 5) / dmuon::ns_plain_flops(k, n, 5));
+      for (int schedule : {DMUON_NS_QUINTIC, DMUON_NS_POLAR_EXPRESS}) {
+        const std::string sfx = schedule == DMUON_NS_QUINTIC ? "" : "_pe";
+        for (const char* forced : {"gram", "0"}) {
+          if (schedule == DMUON_NS_QUINTIC && forced[0] == '0') continue;  // measured above
+          setenv("DMUON_NS_SYMMETRIC", forced, 1);
+          dmuon_options_t o = DMUON_OPTIONS_INIT;
+          o.muon_ns_schedule = schedule;
+          bench::Run run(params, o);
+          bench::result(tag + (forced[0] == 'g' ? "_gram" : "_plain") + sfx + "_ms", run.ms_per_step(3, it) / count);
+        }
+      }
     }
     bench::result(tag + "_gemm_tflops", gemm_tflops(k, n, count));
   }

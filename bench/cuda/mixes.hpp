@@ -62,4 +62,31 @@ inline std::vector<Param> gpt2_small_step() {
   return out;
 }
 
+// The small models simulations train (bench_cuda_small.cu, and in Python
+// bench_torch_small.py): an MLP n_in -> width x hidden_layers -> n_out, fp32,
+// Muon on the hidden width x width matrices, Adam on the first and last
+// matrices and every bias. "demo": the demo's 9-64-64-64-1; "mlp256":
+// 9-256-256-256-256-1.
+inline std::vector<Param> small_mlp(int64_t n_in, int64_t width, int hidden_layers, int64_t n_out) {
+  std::vector<Param> out;
+  std::vector<int64_t> dims = {n_in};
+  for (int l = 0; l < hidden_layers; ++l) dims.push_back(width);
+  dims.push_back(n_out);
+  const std::size_t linears = dims.size() - 1;
+  for (std::size_t l = 0; l < linears; ++l) {
+    const bool hidden = l > 0 && l + 1 < linears;
+    out.push_back({"w" + std::to_string(l), hidden ? DMUON_KIND_MUON : DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {dims[l + 1], dims[l]}});
+    out.push_back({"b" + std::to_string(l), DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {dims[l + 1]}});
+  }
+  return out;
+}
+
+// 1000 Adam tensors of 64 to 4096 elements (64 << (i % 7)), like the
+// replicated scalars, gains and biases of small models.
+inline std::vector<Param> tiny_adam(int dtype) {
+  std::vector<Param> out;
+  for (int i = 0; i < 1000; ++i) out.push_back({"t" + std::to_string(i), DMUON_KIND_ADAM, dtype, {int64_t{64} << (i % 7)}});
+  return out;
+}
+
 }  // namespace bench

@@ -11,6 +11,7 @@
 //     copy(dst, src, elements)                       // batched
 // over its own matrix handle type (fp32 on the CPU, bf16 on the GPU).
 #pragma once
+#include <cstddef>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,97 @@ Mat newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, long n
     std::swap(X, Xn);
   }
   return X;
+}
+
+// Gram Newton-Schulz (Zhang, Amsel, Chen, Dao, 2026): the same polynomial in
+// X X^T applied to X, but iterated on the k x k Gram matrix instead of X.
+// Every iterate is X_t = Q_t X_0 with Q_t a polynomial in R_0 = X_0 X_0^T, so
+// with Z = b R + c R R (R = X_t X_t^T):
+//     Q <- Q Z + a Q             (Q_0 = I, so the first Q is Z + a I)
+//     R <- (Z + a I) R (Z + a I) = Z T + a T,  T = R Z + a R
+// and X is touched only to form R_0 and to apply Q at the end. Q grows large
+// along the small singular directions, so in finite precision the iteration
+// restarts (X <- Q X, R <- X X^T, Q <- I) after iteration gram_ns_restarts_at
+// allows; the authors restart after the second of five.
+//
+// Flops per matrix (full GEMMs): 2k^2n for R_0, 4k^2n per restart (Q X and
+// its Gram), 2k^2n for the final Q X; per iteration 2k^3 for Z, 2k^3 for Q
+// (not in a fresh start) and 4k^3 for R (not before a restart or at the end).
+// Plain: (4k^2n + 2k^3) per iteration. For five iterations: 8k^2n + 28k^3
+// against 20k^2n + 10k^3, fewer flops once n > 1.5 k.
+
+// Iteration i (0-based) starts with a restart: the second and then every
+// third, so five iterations restart once (as the authors' default) and a long
+// Polar Express schedule never runs more than three on one Q.
+inline bool gram_ns_restarts_at(std::size_t i) { return i >= 2 && (i - 2) % 3 == 0; }
+
+// The Gram iteration keeps its four k x k matrices in A, B and the k x n
+// scratch Xn (two of them, contiguous over the batch), which needs n >= 2k.
+inline bool gram_ns_fits(long k, long n) { return 2 * k <= n; }
+
+// GEMM-counted flops per matrix of `steps` iterations, plain and Gram.
+inline double ns_plain_flops(long k, long n, int steps) {
+  return steps * (4.0 * k * k * static_cast<double>(n) + 2.0 * k * k * static_cast<double>(k));
+}
+inline double ns_gram_flops(long k, long n, int steps) {
+  const double k2n = static_cast<double>(k) * k * n, k3 = static_cast<double>(k) * k * k;
+  double f = 2 * k2n + 2 * k2n;  // R_0 and the final Q X
+  bool fresh = true;
+  for (int i = 0; i < steps; ++i) {
+    if (i > 0 && gram_ns_restarts_at(static_cast<std::size_t>(i))) {
+      f += 4 * k2n;
+      fresh = true;
+    }
+    f += 2 * k3 + (fresh ? 0 : 2 * k3);
+    fresh = false;
+    if (i + 1 < steps && !gram_ns_restarts_at(static_cast<std::size_t>(i) + 1)) f += 4 * k3;
+  }
+  return f;
+}
+
+// The Gram iteration over the same Engine, plus
+//     slice(big, j)              // the j-th batch of k x k matrices in a k x n buffer
+//     add_identity(M, alpha, k)  // M += alpha I, batched
+// X holds the normalised input (and is overwritten); returns the handle
+// holding the result (X or Xn). Needs gram_ns_fits(k, n).
+template <class Engine, class Mat>
+Mat gram_newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, long n,
+                               const std::vector<NsCoefficients>& coeffs) {
+  const long kk = k * k;
+  Mat Q = A, T = B;
+  Mat R = e.slice(Xn, 0), Z = e.slice(Xn, 1);
+  e.gemm(true, k, k, n, 1.0f, X, X, 0.0f, R);           // R = X X^T
+  bool fresh = true;                                    // Q = I
+  for (std::size_t i = 0; i < coeffs.size(); ++i) {
+    const NsCoefficients& c = coeffs[i];
+    if (i > 0 && gram_ns_restarts_at(i)) {              // R and Z in Xn are dead here
+      e.gemm(false, k, n, k, 1.0f, Q, X, 0.0f, Xn);     // X = Q X
+      std::swap(X, Xn);
+      R = e.slice(Xn, 0);
+      Z = e.slice(Xn, 1);
+      e.gemm(true, k, k, n, 1.0f, X, X, 0.0f, R);
+      fresh = true;
+    }
+    e.copy(Z, R, kk);
+    e.gemm(false, k, k, k, c.c, R, R, c.b, Z);          // Z = c R R + b R
+    if (fresh) {
+      e.copy(Q, Z, kk);
+      e.add_identity(Q, c.a, k);                        // Q = Z + a I
+      fresh = false;
+    } else {
+      e.copy(T, Q, kk);
+      e.gemm(false, k, k, k, 1.0f, Q, Z, c.a, T);       // T = Q Z + a Q
+      std::swap(Q, T);
+    }
+    if (i + 1 < coeffs.size() && !gram_ns_restarts_at(i + 1)) {
+      e.copy(T, R, kk);
+      e.gemm(false, k, k, k, 1.0f, R, Z, c.a, T);       // T = R Z + a R
+      e.copy(R, T, kk);
+      e.gemm(false, k, k, k, 1.0f, Z, T, c.a, R);       // R = Z T + a T
+    }
+  }
+  e.gemm(false, k, n, k, 1.0f, Q, X, 0.0f, Xn);         // X = Q X
+  return Xn;
 }
 
 }  // namespace dmuon

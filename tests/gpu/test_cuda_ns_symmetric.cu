@@ -195,7 +195,7 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
     configure(a, -1, dir);
     path = cuda_of(a).ns_tuner().cache_path();
     ASSERT_FALSE(path.empty());
-    EXPECT_EQ(path.rfind(dir + "/ns-tuning-v2-", 0), 0u) << path;
+    EXPECT_EQ(path.rfind(dir + "/ns-tuning-v3-", 0), 0u) << path;
     a.init();
     a.grads(0);
     ASSERT_EQ(dmuon_step(a.opt), DMUON_SUCCESS) << dmuon_context_last_error(a.ctx);
@@ -247,7 +247,7 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
     EXPECT_EQ(c->detail.rfind("cache: plain", 0), 0u) << c->detail;
   }
   {  // A damaged file is ignored (timed again) and replaced by a good one.
-    std::ofstream(path, std::ios::trunc) << "dmuon-ns-tuning v2\n256 512 1 4 garbage\n";
+    std::ofstream(path, std::ios::trunc) << "dmuon-ns-tuning v3\n256 512 1 4 garbage\n";
     Model c("cuda", kTimed, o, MPI_COMM_SELF);
     configure(c, -1, dir);
     c.init();

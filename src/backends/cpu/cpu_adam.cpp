@@ -27,9 +27,22 @@ void CpuBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfin
 }
 
 namespace {
+// The Adam pass is compiled twice, for the baseline x86-64 and for AVX2, and
+// the loader picks the one the CPU runs (GCC's function multiversioning):
+// twice the vector width for its sqrt and division, which bound the bf16 pass
+// (docs/decisions.md, "Performance"). The same operations in the same order,
+// and no FMA (AVX2 does not imply it): both give the same bits. Not under
+// sanitizers, whose runtimes may start after the loader resolves the clones.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define DMUON_ADAM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DMUON_ADAM_CLONES
+#endif
+
 // The element loop over fp32 values; p and g may be the parameter buffer
 // itself (fp32) or a widened block of a bf16 one.
-void adam_span(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+inline void adam_span(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
                int64_t n, const AdamScalarRow& row, const AdamDerived& derived, float clip) {
   // Local copies: the rows hold floats, which stores to a float buffer could
   // alias, and that would keep the loop from vectorising.
@@ -43,7 +56,7 @@ void adam_span(float* __restrict p, const float* __restrict g, float* __restrict
   }
 }
 
-void adam_row(const AdamBuffers& b, const AdamScalarRow& r, const AdamDerived& d, float clip) {
+DMUON_ADAM_CLONES void adam_row(const AdamBuffers& b, const AdamScalarRow& r, const AdamDerived& d, float clip) {
   float* m = b.exp_avg + r.offset;
   float* v = b.exp_avg_sq + r.offset;
   if (static_cast<Dtype>(r.dtype) == Dtype::fp32) {

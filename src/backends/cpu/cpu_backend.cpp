@@ -70,13 +70,16 @@ void to_float(const void* src, float* dst, int64_t n, Dtype d) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
 }
 
-void from_float(const float* src, void* dst, int64_t n, Dtype d) {
+// dst = src * scale in dst's dtype: the average's division and the rounding
+// back to bf16 in one pass (dst may be src for fp32).
+void scaled_from_float(const float* src, float scale, void* dst, int64_t n, Dtype d) {
   if (d == Dtype::fp32) {
-    std::memcpy(dst, src, static_cast<std::size_t>(n) * 4);
+    float* o = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) o[i] = src[i] * scale;
     return;
   }
   auto* o = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) o[i] = float_to_bf16(src[i]);
+  for (int64_t i = 0; i < n; ++i) o[i] = float_to_bf16(src[i] * scale);
 }
 
 // MPI counts are int: large buffers go in chunks.
@@ -202,13 +205,11 @@ void CpuBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
         [&] { return MPI_Allreduce(MPI_IN_PLACE, chunk, n, MPI_FLOAT, MPI_SUM, comm_); },
         [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, chunk, n, MPI_FLOAT, MPI_SUM, comm_, r); });
   }
-  const float inv = 1.0f / static_cast<float>(world_);
-  for (int64_t i = 0; i < count; ++i) f[i] *= inv;
-  if (dtype == Dtype::bf16) from_float(f, buf, count, dtype);
+  scaled_from_float(f, 1.0f / static_cast<float>(world_), buf, count, dtype);
 }
 
 void CpuBackend::reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) {
-  if (segment == 0) return;
+  if (segment == 0 || world_ == 1) return;  // one rank owns everything, and its average is itself
   const char* what = "MPI_Reduce_scatter_block of Muon gradients";
   check_not_failed(what);
   require(segment <= kMaxChunk, DMUON_ERR_NOT_SUPPORTED, "a Muon segment over 2^30 elements per rank");
@@ -220,14 +221,12 @@ void CpuBackend::reduce_scatter_average(void* buf, int64_t segment, Dtype dtype)
   const int n = static_cast<int>(segment);
   run(what, [&] { return MPI_Reduce_scatter_block(all, mine, n, MPI_FLOAT, MPI_SUM, comm_); },
       [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(all, mine, n, MPI_FLOAT, MPI_SUM, comm_, r); });
-  const float inv = 1.0f / static_cast<float>(world_);
-  for (int64_t i = 0; i < segment; ++i) mine[i] *= inv;
   char* out = static_cast<char*>(buf) + static_cast<std::size_t>(rank_ * segment) * dtype_size(dtype);
-  from_float(mine, out, segment, dtype);
+  scaled_from_float(mine, 1.0f / static_cast<float>(world_), out, segment, dtype);
 }
 
 void CpuBackend::allgather(void* buf, int64_t segment, Dtype dtype) {
-  if (segment == 0) return;
+  if (segment == 0 || world_ == 1) return;  // nothing to publish
   const int64_t bytes = segment * static_cast<int64_t>(dtype_size(dtype));
   require(bytes <= INT32_MAX, DMUON_ERR_NOT_SUPPORTED, "a Muon segment over 2 GiB per rank");
   const int n = static_cast<int>(bytes);

@@ -1,5 +1,5 @@
 // Muon on the CPU backend, for the matrices this rank owns: momentum in fp32,
-// Newton-Schulz through BLAS batched over same-shape matrices, decoupled weight
+// Newton-Schulz (plain or Gram, per shape) through BLAS batched over same-shape matrices, decoupled weight
 // decay and the update, as torch.optim.Muon does it:
 //     g   = grad * clip_coef
 //     buf = m buf + (1 - m) g
@@ -103,7 +103,8 @@ void CpuBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std
         else
           momentum_into<float>(buf, m, rows, cols, hyper, clip, x + i * k * n);
       }
-      const float* out = cpu_newton_schulz(x, count, k, n, coeffs, norm_factor, hyper.ns_eps, kCpuSymmetricProduct);
+      const float* out = cpu_newton_schulz(x, count, k, n, coeffs, norm_factor, hyper.ns_eps, kCpuSymmetricProduct,
+                                           cpu_ns_iteration(k, n));
       for (int i = 0; i < count; ++i) {
         const MuonMatrix& m = *active[first + static_cast<std::size_t>(i)];
         if (bf16)

@@ -12,6 +12,11 @@ namespace dmuon {
 
 namespace {
 
+// Gram Newton-Schulz is chosen for shapes at least this many times wider than
+// high: there it measured faster than the plain iteration, at twice as wide
+// not (docs/decisions.md, "Performance").
+constexpr long kCpuGramMinAspect = 3;
+
 // A batch of same-shape matrices in one contiguous block: matrix i at data + i*stride.
 struct HostBatch {
   float* data;
@@ -29,7 +34,7 @@ struct HostBatch {
 // matrix: results of M M^T, copies of those, and beta-updates of those.
 class HostEngine {
  public:
-  HostEngine(int batch, SymmetricProduct product) : batch_(batch), product_(product) {}
+  HostEngine(int batch, long k, SymmetricProduct product) : batch_(batch), k_(k), product_(product) {}
 
   void gemm(bool trans_b, long M, long N, long K, float alpha, HostBatch A, HostBatch B, float beta, HostBatch C) {
     // A op(A) is A A^T when transposed, or A A for a symmetric A.
@@ -59,6 +64,15 @@ class HostEngine {
     mark(dst.data, symmetric(src.data));
   }
 
+  // The j-th batch of k x k matrices in a buffer of k x n ones (the Gram iteration's scratch).
+  HostBatch slice(HostBatch big, long j) const { return HostBatch{big.data + j * batch_ * k_ * k_, k_ * k_}; }
+
+  // M += alpha I; a symmetric M stays symmetric.
+  void add_identity(HostBatch M, float alpha, long k) {
+    for (int i = 0; i < batch_; ++i)
+      for (long d = 0; d < k; ++d) M.data[i * M.stride + d * (k + 1)] += alpha;
+  }
+
  private:
   bool symmetric(const float* p) const { return std::find(sym_.begin(), sym_.end(), p) != sym_.end(); }
   void mark(const float* p, bool is_symmetric) {
@@ -67,8 +81,9 @@ class HostEngine {
   }
 
   int batch_;
+  long k_;
   SymmetricProduct product_;
-  std::vector<const float*> sym_;  // handles now holding symmetric matrices (at most four)
+  std::vector<const float*> sym_;  // handles now holding symmetric matrices (at most six)
 };
 
 }  // namespace
@@ -77,11 +92,18 @@ std::size_t cpu_ns_workspace_floats(int batch, long k, long n) {
   return static_cast<std::size_t>(batch) * (2 * static_cast<std::size_t>(k) * n + 2 * static_cast<std::size_t>(k) * k);
 }
 
+NsIteration cpu_ns_iteration(long k, long n) {
+  return n >= kCpuGramMinAspect * k ? NsIteration::gram : NsIteration::plain;
+}
+
 float* cpu_newton_schulz(float* work, int batch, long k, long n, const std::vector<NsCoefficients>& coeffs,
-                         double norm_factor, float eps, SymmetricProduct product) {
+                         double norm_factor, float eps, SymmetricProduct product, NsIteration iteration) {
   require(k >= 1 && k <= n && n <= INT_MAX && k * n <= INT_MAX, DMUON_ERR_NOT_SUPPORTED,
           "Newton-Schulz on the CPU: a matrix of " + std::to_string(k) + " x " + std::to_string(n) +
               " is beyond the BLAS integer range");
+  require(iteration == NsIteration::plain || gram_ns_fits(k, n), DMUON_ERR_NOT_SUPPORTED,
+          "Gram Newton-Schulz needs a matrix at least twice as wide as high, not " + std::to_string(k) + " x " +
+              std::to_string(n));
   const long kn = k * n, kk = k * k;
   float* x = work;
   HostBatch X{x, kn}, Xn{x + batch * kn, kn}, A{x + 2 * batch * kn, kk}, B{x + 2 * batch * kn + batch * kk, kk};
@@ -98,7 +120,8 @@ float* cpu_newton_schulz(float* work, int batch, long k, long n, const std::vect
     for (long e = 0; e < kn; ++e) m[e] *= scale;
   }
 
-  HostEngine engine(batch, product);
+  HostEngine engine(batch, k, product);
+  if (iteration == NsIteration::gram) return gram_newton_schulz_iterate(engine, X, Xn, A, B, k, n, coeffs).data;
   return newton_schulz_iterate(engine, X, Xn, A, B, k, n, coeffs).data;
 }
 

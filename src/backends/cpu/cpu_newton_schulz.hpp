@@ -20,6 +20,15 @@ enum class SymmetricProduct { sgemm, ssyrk };
 // restart compute bit-identical updates.
 constexpr SymmetricProduct kCpuSymmetricProduct = SymmetricProduct::ssyrk;
 
+// Which iteration runs: the plain one, or Gram Newton-Schulz (core/newton_schulz.hpp),
+// which needs gram_ns_fits(k, n).
+enum class NsIteration { plain, gram };
+
+// The CPU Muon step's choice for a k x n shape (k <= n): Gram where it measured
+// faster on OpenBLAS (docs/decisions.md, "Performance"). A fixed rule of
+// the shape, not a run-time timing, for the same reason as kCpuSymmetricProduct.
+NsIteration cpu_ns_iteration(long k, long n);
+
 // Floats of workspace for `batch` k x n matrices: X and Xn (k x n), A and B (k x k).
 std::size_t cpu_ns_workspace_floats(int batch, long k, long n);
 
@@ -27,8 +36,10 @@ std::size_t cpu_ns_workspace_floats(int batch, long k, long n);
 // of them the input matrices (k <= n, matrix i at work + i*k*n). Each matrix is
 // divided by max(norm_factor * ||X||_F, eps), then iterated with `coeffs`.
 // Returns where the results lie (the first or second block of batch*k*n floats,
-// same layout). Throws Error for dimensions beyond BLAS's int.
+// same layout). Throws Error for dimensions beyond BLAS's int, and for Gram
+// on a shape it does not fit.
 float* cpu_newton_schulz(float* work, int batch, long k, long n, const std::vector<NsCoefficients>& coeffs,
-                         double norm_factor, float eps, SymmetricProduct product);
+                         double norm_factor, float eps, SymmetricProduct product,
+                         NsIteration iteration = NsIteration::plain);
 
 }  // namespace dmuon

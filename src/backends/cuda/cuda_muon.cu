@@ -4,7 +4,8 @@
 // newton_schulz_iterate template over a cuBLAS engine), and the update. Each
 // shape is captured in a CUDA graph after one eager warm-up call and replayed.
 // The two symmetric products of an iteration may run over row blocks
-// (cuda_ns_symmetric.cu), as chosen per shape at its first call (cuda_ns_tune.cu).
+// (cuda_ns_symmetric.cu), or the Gram iteration may replace the plain one, as
+// chosen per shape at its first call (cuda_ns_tune.cu).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -168,7 +169,15 @@ __global__ void __launch_bounds__(kThreads) update_kernel(T* __restrict__ param,
   }
 }
 
-// The Engine of newton_schulz_iterate: row-major bf16 matrices, batched with
+// M += alpha I over a batch of k x k bf16 matrices (the Gram iteration's Q = Z + a I).
+__global__ void add_identity_kernel(uint16_t* M, int64_t k, int64_t total, float alpha) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    uint16_t* d = M + (i / k) * k * k + (i % k) * (k + 1);
+    *d = float_to_bf16(bf16_to_float(*d) + alpha);
+  }
+}
+
+// The Engine of newton_schulz_iterate (and gram_newton_schulz_iterate): row-major bf16 matrices, batched with
 // fixed strides, fp32 accumulation. A k x n matrix stored column-major (a tall
 // matrix's own buffer read as its transpose) flips the operand order instead
 // of moving data. The template's "copy C, then GEMM with beta" pairs become
@@ -206,6 +215,18 @@ struct NsEngine {
   void copy(uint16_t* dst, const uint16_t* src, long elements) {
     flush();
     pending = {dst, src, elements};
+  }
+  // The Gram iteration's k x k matrices inside the k x n scratch.
+  uint16_t* slice(uint16_t* big, long j) const {
+    const long k = std::min(work->rows, work->cols);
+    return big + j * batch * k * k;
+  }
+  void add_identity(uint16_t* M, float alpha, long k) {
+    flush();  // the copy that filled M
+    const int64_t total = int64_t(k) * batch;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(1024, (total + kThreads - 1) / kThreads));
+    add_identity_kernel<<<blocks, kThreads, 0, st.stream>>>(M, k, total, alpha);
+    launch_check("add_identity_kernel");
   }
   void flush() {
     if (!pending.dst) return;
@@ -327,7 +348,8 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
   normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, static_cast<float>(ns_norm_factor(hyper.ns_schedule)),
                                                      hyper.ns_eps);
   launch_check("normalise_kernel");
-  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps));
+  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps),
+                             w.sym_blocks == kNsGramBlocks);
   update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), mats, stats, numel, out);
   launch_check("update_kernel");
 }
@@ -342,11 +364,14 @@ void enqueue(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const Muon
 
 }  // namespace
 
-uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs) {
+uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
+                     bool gram) {
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
+  require(!gram || ns_gram_possible(k, n), DMUON_ERR_INTERNAL, "Gram Newton-Schulz on a shape it does not fit");
   cublas_check(cublasSetStream(st.cublas, st.stream), "cublasSetStream");
-  NsEngine e{st, w.count, w.rows > w.cols, sym, &w, {}};
-  uint16_t* out = newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
+  NsEngine e{st, w.count, w.rows > w.cols, gram ? nullptr : sym, &w, {}};
+  uint16_t* out = gram ? gram_newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs)
+                       : newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
   e.flush();
   return out;
 }

@@ -1,5 +1,5 @@
 // The choice of Newton-Schulz products per shape (cuda_ns_tune.hpp): plain
-// GEMMs or symmetric products over 2, 4 or 8 row blocks, timed on the GPU at a
+// GEMMs, symmetric products over 2, 4 or 8 row blocks, or Gram Newton-Schulz, timed on the GPU at a
 // shape's first use, cross-checked against the plain result, kept per backend
 // and in a versioned cache file.
 #include <cublasLt.h>
@@ -67,7 +67,16 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-std::string product_name(int blocks) { return blocks ? "sym_blocks" + std::to_string(blocks) : "cublas_gemm"; }
+std::string product_name(int blocks) {
+  if (blocks == kNsGramBlocks) return "gram_ns";
+  return blocks ? "sym_blocks" + std::to_string(blocks) : "cublas_gemm";
+}
+
+// Whether the candidate `blocks` (plain, Gram or p row blocks) fits a k x n shape.
+bool candidate_fits(int blocks, long k, long n) {
+  if (blocks == 0) return true;
+  return blocks == kNsGramBlocks ? ns_gram_possible(k, n) : sym_blocks_possible(k, blocks);
+}
 
 std::string ms_text(double ms) {
   char b[32];
@@ -104,8 +113,10 @@ NsTuneConfig NsTuneConfig::from_environment() {
     c.symmetric = 0;
   else if (s == "2" || s == "4" || s == "8")
     c.symmetric = std::atoi(s.c_str());
+  else if (s == "gram")
+    c.symmetric = kNsGramBlocks;
   else
-    c.problem = "DMUON_NS_SYMMETRIC=" + s + " not understood (auto, off, 2, 4 or 8): auto";
+    c.problem = "DMUON_NS_SYMMETRIC=" + s + " not understood (auto, off, 2, 4, 8 or gram): auto";
   const std::string cache = env("DMUON_NS_CACHE");
   c.cache = !(cache == "0" || cache == "off");
   c.cache_dir = ns_cache_dir_from_environment();
@@ -167,8 +178,8 @@ void set_up_products(CudaStepState& st, ShapeWork& w, NsTuner::Choice& c) {
   std::copy(std::begin(c.algo), std::end(c.algo), std::begin(w.algo));
   if (w.sym && w.sym_blocks == c.blocks) return;
   w.sym.reset();
-  w.sym_blocks = 0;
-  if (!c.blocks) return;
+  w.sym_blocks = c.blocks == kNsGramBlocks ? kNsGramBlocks : 0;  // Gram needs no plans of its own
+  if (!c.blocks || c.blocks == kNsGramBlocks) return;
   try {
     w.sym = make_sym_shape(st, w, c.blocks);
     w.sym_blocks = c.blocks;
@@ -183,35 +194,39 @@ void set_up_products(CudaStepState& st, ShapeWork& w, NsTuner::Choice& c) {
 }  // namespace
 
 void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
-  const long k = static_cast<long>(std::min(w.rows, w.cols));
+  const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   const NsCacheKey key{w.rows, w.cols, w.count};
   Choice c;
   auto fits_any = [&] {
     for (int p : kSymBlockCounts)
       if (sym_blocks_possible(k, p)) return true;
-    return false;
+    return ns_gram_possible(k, n);
   };
   const std::string problem = config.problem.empty() ? "" : "; " + config.problem;
   if (config.symmetric == 0) {
     c.note = "cublas_gemm (symmetric products off: DMUON_NS_SYMMETRIC=0)";
   } else if (config.symmetric > 0) {
     const int p = config.symmetric;
-    if (sym_blocks_possible(k, p)) {
+    if (candidate_fits(p, k, n)) {
       c.blocks = p;
       c.note = product_name(p) + " (forced: DMUON_NS_SYMMETRIC=" + std::to_string(p) + ")";
     } else {
-      c.note = "cublas_gemm (forced " + product_name(p) + " does not fit " + std::to_string(k) + " rows)";
+      c.note = "cublas_gemm (forced " + product_name(p) + " does not fit " +
+               (p == kNsGramBlocks ? std::to_string(w.rows) + "x" + std::to_string(w.cols)
+                                   : std::to_string(k) + " rows") +
+               ")";
     }
   } else if (k < kNsTuneMinRows) {
     c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)" + problem;
   } else if (!fits_any()) {
-    c.note = "cublas_gemm (no 2, 4 or 8 equal row blocks of a multiple of 8 rows in " + std::to_string(k) + ")" + problem;
+    c.note = "cublas_gemm (no 2, 4 or 8 equal row blocks of a multiple of 8 rows in " + std::to_string(k) +
+             ", too narrow for Gram)" + problem;
   } else if (const Choice* known = choice(w.rows, w.cols, w.count)) {
     c = *known;
   } else {
     load_cache();
     auto hit = cached_.find(key);
-    if (hit != cached_.end() && (hit->second.blocks == 0 || sym_blocks_possible(k, hit->second.blocks))) {
+    if (hit != cached_.end() && candidate_fits(hit->second.blocks, k, n)) {
       ++cache_hits;
       c.blocks = hit->second.blocks;
       c.best_sym_blocks = hit->second.best_symmetric_blocks;
@@ -274,6 +289,7 @@ NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cache
   std::vector<int> cand = {0};
   for (int p : kSymBlockCounts)
     if (sym_blocks_possible(k, p)) cand.push_back(p);
+  if (ns_gram_possible(k, n)) cand.push_back(kNsGramBlocks);
   const std::size_t nc = cand.size();
   std::vector<SymShapePtr> syms(nc);
   std::vector<std::string> rejected(nc);
@@ -298,9 +314,9 @@ NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cache
   std::vector<double> host(2 * kCheckBlocks * w.count);
   for (std::size_t i = 1; i < nc; ++i) {
     try {
-      syms[i] = make_sym_shape(st, w, cand[i]);
+      if (cand[i] != kNsGramBlocks) syms[i] = make_sym_shape(st, w, cand[i]);
       fill();
-      out = ns_iterate(st, w, syms[i].get(), coeffs);
+      out = ns_iterate(st, w, syms[i].get(), coeffs, cand[i] == kNsGramBlocks);
       tune_diff_kernel<<<dim3(kCheckBlocks, w.count), kThreads, 0, st.stream>>>(out, t.ref, numel, t.partials);
       launch_check("tune_diff_kernel");
       cuda_check(cudaMemcpyAsync(host.data(), t.partials, sizeof(double) * host.size(), cudaMemcpyDeviceToHost, st.stream),
@@ -337,7 +353,7 @@ NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cache
     std::string why;
     try {
       fill();
-      ns_iterate(st, w, syms[i].get(), coeffs);
+      ns_iterate(st, w, syms[i].get(), coeffs, cand[i] == kNsGramBlocks);
     } catch (const Error& e) {
       why = e.what();
     }
@@ -408,6 +424,12 @@ NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cache
 void NsTuner::time_algorithms(CudaStepState& st, ShapeWork& w, Choice& c) {
   for (int& a : c.algo) a = 0;
   std::copy(std::begin(c.algo), std::end(c.algo), std::begin(w.algo));
+  // The Gram iteration's products do not follow the three roles of the plain
+  // one (one role would name GEMMs of several shapes): the heuristic's first.
+  if (w.sym_blocks == kNsGramBlocks) {
+    c.detail += "; algorithms: the heuristic's first (Gram)";
+    return;
+  }
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   const int64_t total = int64_t(k) * n * w.count;
   const float scale = 0.9f * static_cast<float>(std::sqrt(3.0 / (double(k) * double(n))));

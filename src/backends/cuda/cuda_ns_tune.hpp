@@ -1,10 +1,12 @@
 // Which products a Newton-Schulz shape uses on the CUDA backend: the plain
-// GEMMs, or the symmetric products over p row blocks (cuda_ns_symmetric.hpp),
+// GEMMs, the symmetric products over p row blocks (cuda_ns_symmetric.hpp), or
+// Gram Newton-Schulz (core/newton_schulz.hpp) on wide enough shapes,
 // chosen at the shape's first use by timing each candidate on the GPU with a
 // numerical cross-check, and remembered per backend and on disk
 // (ns_tuning_cache.hpp). Settings come from the environment:
 //   DMUON_NS_SYMMETRIC  auto (default): timed; 0 or off: plain always;
-//                       2, 4 or 8: that block count wherever it fits (no timing)
+//                       2, 4 or 8: that block count wherever it fits (no timing);
+//                       gram: Gram Newton-Schulz wherever it fits (no timing)
 //   DMUON_NS_CACHE      0 or off: neither read nor write the cache file
 //   DMUON_CACHE_DIR     the cache directory (else $XDG_CACHE_HOME/dmuon, else ~/.cache/dmuon)
 // This header needs no CUDA headers, so tests and benchmarks include it freely.
@@ -33,8 +35,13 @@ constexpr double kNsTuneMinGain = 0.03;
 // after the full iteration) a symmetric candidate may show.
 constexpr double kNsTuneCheckTolerance = 0.03;
 
+// Gram Newton-Schulz on the CUDA backend: its k x k matrices share the k x n
+// scratch (gram_ns_fits), and every one of them starts 256-byte aligned, as
+// the cuBLASLt heuristic assumes, when k is a multiple of 16.
+inline bool ns_gram_possible(long k, long n) { return gram_ns_fits(k, n) && k % 16 == 0; }
+
 struct NsTuneConfig {
-  int symmetric = -1;  // -1: timed (auto), 0: off, 2/4/8: forced block count
+  int symmetric = -1;  // -1: timed (auto), 0: off, 2/4/8: forced block count, kNsGramBlocks: forced Gram
   bool cache = true;
   std::string cache_dir;
   std::string problem;  // a setting that was not understood (then the default applies)
@@ -49,8 +56,8 @@ class NsTuner {
   // What a shape uses, with the timings behind a timed choice (ms for
   // Newton-Schulz of the whole batch; 0 where not timed).
   struct Choice {
-    int blocks = 0;           // 0: plain products
-    int best_sym_blocks = 0;  // fastest symmetric candidate that passed the check (0: none)
+    int blocks = 0;           // 0: plain products, kNsGramBlocks: Gram, p: symmetric over p row blocks
+    int best_sym_blocks = 0;  // fastest candidate other than plain that passed the check (0: none)
     double plain_ms = 0, sym_ms = 0;
     // Per GEMM role (X X^T, A A, B X) of the chosen products: the cuBLASLt
     // candidate algorithm used (0: the heuristic's first), timed with them.
@@ -87,8 +94,10 @@ class NsTuner {
 };
 
 // The Newton-Schulz iterations of one shape's batch on its workspaces (X holds
-// the normalised input), products symmetric when `sym` is given; returns the
-// buffer holding the result (X or Xn). Enqueued on st.stream.
-uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs);
+// the normalised input), products symmetric when `sym` is given, or the Gram
+// iteration when `gram` (then `sym` is unused; needs ns_gram_possible);
+// returns the buffer holding the result (X or Xn). Enqueued on st.stream.
+uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
+                     bool gram = false);
 
 }  // namespace dmuon

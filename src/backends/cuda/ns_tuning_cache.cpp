@@ -17,7 +17,7 @@ namespace dmuon {
 
 namespace {
 
-const char kHeader[] = "dmuon-ns-tuning v2";
+const char kHeader[] = "dmuon-ns-tuning v3";
 // A real cache holds a line per shape; anything this large is not one.
 constexpr std::size_t kMaxFileBytes = std::size_t{1} << 20;
 
@@ -108,7 +108,7 @@ bool ns_cache_parse(const std::string& text, NsCacheEntries& out) {
         !parse_int(f[4], best) || !parse_ms(f[5], e.plain_ms) || !parse_ms(f[6], e.symmetric_ms))
       return false;
     if (rows <= 0 || cols <= 0 || count <= 0 || count > (1 << 30)) return false;
-    auto valid = [](long long b) { return b == 0 || b == 2 || b == 4 || b == 8; };
+    auto valid = [](long long b) { return b == 0 || b == kNsGramBlocks || b == 2 || b == 4 || b == 8; };
     if (!valid(blocks) || !valid(best) || (blocks != 0 && blocks != best)) return false;
     for (int r = 0; r < kNsCacheAlgos; ++r) {
       long long a = 0;

@@ -1,20 +1,22 @@
 // The on-disk cache of Newton-Schulz kernel choices (CUDA backend): which
-// product (plain GEMM, or symmetric over p row blocks) a matrix shape uses, as
+// product (plain GEMM, symmetric over p row blocks, or Gram Newton-Schulz) a matrix shape uses, as
 // timed on one device model with one cuBLAS build. Plain C++ with no CUDA in
 // it, so its parsing and writing are tested on machines without a GPU.
 //
 // File: <dir>/ns-tuning-v<format>-<device>-cc<major><minor>-<sms>sm-cublas<version>.txt
-//   dmuon-ns-tuning v2
+//   dmuon-ns-tuning v3
 //   <rows> <cols> <count> <blocks> <best_symmetric_blocks> <plain_ms> <symmetric_ms> <algo0> <algo1> <algo2>
 //   ...
-// blocks 0 means the plain product; best_symmetric_blocks is the fastest
-// symmetric candidate that passed the check (0: none), and the times are what
+// blocks 0 means the plain product, 1 Gram Newton-Schulz (kNsGramBlocks),
+// 2/4/8 the symmetric products; best_symmetric_blocks is the fastest other
+// candidate than plain that passed the check (0: none), and the times are what
 // the tuning measured for plain and for that candidate (information only).
 // algo0..2 index the cuBLASLt heuristic's candidate algorithms of the three
 // GEMM roles of an iteration (X X^T, A A, B X) in the chosen products (0: the
 // heuristic's first). Anything that does not parse makes the whole file count
 // as absent: a damaged cache costs a re-tuning, never an error. Version 1
-// files (no algorithms) have another name and are not read.
+// files (no algorithms) and version 2 (no Gram candidate) have another name
+// and are not read: their shapes are timed again.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -23,7 +25,8 @@
 
 namespace dmuon {
 
-constexpr int kNsCacheFormat = 2;
+constexpr int kNsCacheFormat = 3;
+constexpr int kNsGramBlocks = 1;  // the `blocks` value of Gram Newton-Schulz
 constexpr int kNsCacheAlgos = 3;         // GEMM roles of an iteration
 constexpr int kNsCacheMaxAlgoIndex = 63;  // larger indices do not parse
 
@@ -34,7 +37,7 @@ struct NsCacheKey {
 };
 
 struct NsCacheEntry {
-  int blocks = 0;             // 0: plain products; p: symmetric products over p row blocks
+  int blocks = 0;             // 0: plain products; 1: Gram; p: symmetric products over p row blocks
   int best_symmetric_blocks = 0;
   double plain_ms = 0;        // Newton-Schulz of the whole batch, as timed
   double symmetric_ms = 0;    // best symmetric candidate (0: none was possible)

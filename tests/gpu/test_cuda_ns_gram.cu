@@ -1,0 +1,126 @@
+// Gram Newton-Schulz on the "cuda" backend (core/newton_schulz.hpp's Gram
+// iteration over the cuBLASLt engine of cuda_muon.cu), forced with
+// DMUON_NS_SYMMETRIC=gram's setting: the update agrees with the plain
+// iteration's within the documented bf16 tolerance (wide, tall and batched
+// shapes, fp32 and bf16 parameters, quintic and Polar Express); a shape it
+// does not fit keeps the plain products bit for bit; per-shape and
+// whole-step graph replay equal eager bit for bit.
+#include <cmath>
+
+#include "backends/cuda/cuda_ns_tune.hpp"
+#include "gpu/gpu_backend.hpp"
+
+namespace {
+
+using gputest::cuda_of;
+using gputest::key_of;
+using gputest::Model;
+using gputest::Spec;
+
+const std::vector<Spec> kShapes = {
+    {"wide", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 512}},
+    {"wide_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {96, 384}},
+    {"tall", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {768, 192}},  // X is the buffer read column-major
+    {"b1", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {64, 256}},     // three of one shape: one batch
+    {"b2", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {64, 256}},
+    {"b3", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {64, 256}},
+    {"narrow", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 192}},  // under twice as wide: plain
+    {"bias", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {50}},
+};
+const std::size_t kNarrow = 6;
+
+// Gram against plain, relative Frobenius difference of one step's update
+// (docs/reference/newton-schulz.md): both round to bf16 at every product,
+// in a different order of products.
+constexpr double kGramTolerance = 0.06;
+
+dmuon_options_t options(int schedule) {
+  dmuon_options_t o = DMUON_OPTIONS_INIT;
+  o.muon_lr = 0.1;  // steps well above bf16 storage resolution of the parameters
+  o.muon_weight_decay = 0.05;
+  o.muon_ns_schedule = schedule;
+  return o;
+}
+
+void configure(Model& m, int symmetric) {
+  dmuon::NsTuneConfig& c = cuda_of(m).ns_tuner().config;
+  c.symmetric = symmetric;
+  c.cache = false;
+}
+
+void check_gram_matches_plain(int schedule) {
+  const dmuon_options_t o = options(schedule);
+  // The products are each rank's own: on MPI_COMM_SELF every rank runs every shape.
+  Model plain("cuda", kShapes, o, MPI_COMM_SELF), gram("cuda", kShapes, o, MPI_COMM_SELF);
+  configure(plain, 0);
+  configure(gram, dmuon::kNsGramBlocks);
+  plain.init();
+  gram.init();
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::vector<double>> bp, bg;
+    for (std::size_t k = 0; k < kShapes.size(); ++k) {
+      bp.push_back(plain.get(int(k)));
+      bg.push_back(gram.get(int(k)));
+    }
+    plain.grads(step);
+    gram.grads(step);
+    ASSERT_EQ(dmuon_step(plain.opt), DMUON_SUCCESS) << dmuon_context_last_error(plain.ctx);
+    ASSERT_EQ(dmuon_step(gram.opt), DMUON_SUCCESS) << dmuon_context_last_error(gram.ctx);
+    for (std::size_t k = 0; k < kShapes.size(); ++k) {
+      const Spec& s = kShapes[k];
+      if (s.kind != DMUON_KIND_MUON) continue;
+      if (k == kNarrow) {
+        ASSERT_EQ(gram.raw(int(k)), plain.raw(int(k))) << s.name << " step " << step;
+        continue;
+      }
+      const auto ap = plain.get(int(k)), ag = gram.get(int(k));
+      double num = 0, den = 0, quant = 0;
+      for (std::size_t i = 0; i < ap.size(); ++i) {
+        const double up = ap[i] - bp[k][i], ug = ag[i] - bg[k][i];
+        num += (ug - up) * (ug - up);
+        den += up * up;
+        quant += s.dtype == DMUON_DTYPE_BF16 ? (ap[i] / 256) * (ap[i] / 256) : 0.0;  // half an ulp of storage
+      }
+      ASSERT_GT(den, 0.0) << s.name;
+      EXPECT_LT(std::sqrt(num), std::sqrt(kGramTolerance * kGramTolerance * den + quant))
+          << s.name << " step " << step << " schedule " << schedule << ": relative difference "
+          << std::sqrt(num / den);
+      if (step == 0) std::printf("%s schedule %d: Gram vs plain %.3g\n", s.name.c_str(), schedule, std::sqrt(num / den));
+    }
+  }
+  const std::string choices = cuda_of(gram).kernel_choices();
+  EXPECT_NE(choices.find("gram=gram_ns (forced"), std::string::npos) << choices;
+  EXPECT_NE(choices.find("does not fit 128x192"), std::string::npos) << choices;
+}
+
+TEST(CudaNsGram, QuinticMatchesPlain) { check_gram_matches_plain(DMUON_NS_QUINTIC); }
+TEST(CudaNsGram, PolarExpressMatchesPlain) { check_gram_matches_plain(DMUON_NS_POLAR_EXPRESS); }
+
+// Forced Gram: per-shape graphs and the whole-step graph replay exactly what
+// eager execution computes, across a learning-rate change.
+TEST(CudaNsGram, ReplayIsBitwiseEager) {
+  dmuon_options_t eo = options(DMUON_NS_QUINTIC), go = eo, so = eo;
+  eo.cuda_graphs = 0;
+  so.cuda_step_graph = 1;
+  Model eager("cuda", kShapes, eo), graph("cuda", kShapes, go), whole("cuda", kShapes, so);
+  for (Model* m : {&eager, &graph, &whole}) {
+    configure(*m, dmuon::kNsGramBlocks);
+    m->init();
+  }
+  for (int step = 0; step < 5; ++step) {
+    if (step == 3)
+      for (Model* m : {&eager, &graph, &whole}) ASSERT_EQ(dmuon_set_lr(m->opt, DMUON_KIND_MUON, 0.03), DMUON_SUCCESS);
+    for (Model* m : {&eager, &graph, &whole}) {
+      m->grads(step);
+      ASSERT_EQ(dmuon_step(m->opt), DMUON_SUCCESS) << dmuon_context_last_error(m->ctx);
+    }
+    for (std::size_t k = 0; k < kShapes.size(); ++k) {
+      ASSERT_EQ(graph.raw(int(k)), eager.raw(int(k))) << kShapes[k].name << " step " << step;
+      ASSERT_EQ(whole.raw(int(k)), eager.raw(int(k))) << kShapes[k].name << " step " << step;
+    }
+  }
+  EXPECT_EQ(cuda_of(graph).diagnostics(key_of(graph)).shape_fallbacks, 0);
+  EXPECT_GT(cuda_of(whole).diagnostics(key_of(whole)).step_replays, 0);
+}
+
+}  // namespace
