@@ -54,6 +54,17 @@ add_test(NAME die_in_step_cuda_verdict COMMAND ${CMAKE_COMMAND} -DDIR=${dmuon_di
 set_tests_properties(die_in_step_cuda_verdict PROPERTIES FIXTURES_REQUIRED die_in_step_cuda LABELS "gpu;multigpu"
                      SKIP_REGULAR_EXPRESSION "gpu test skipped")
 
+# A device the build has no kernels for is refused by name: the check, built
+# here for sm_75 alone (and not linked with libdmuon_cuda, which has its own).
+add_executable(test_cuda_arch_check gpu/test_cuda_arch_check.cpp gpu/gpu_gtest_main.cpp
+                                    ${PROJECT_SOURCE_DIR}/src/backends/cuda/cuda_arch_check.cu)
+target_include_directories(test_cuda_arch_check PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+target_compile_definitions(test_cuda_arch_check PRIVATE DMUON_CUDA_ARCHITECTURES="75-real")
+set_target_properties(test_cuda_arch_check PROPERTIES CUDA_ARCHITECTURES 75-real)
+target_link_libraries(test_cuda_arch_check PRIVATE MPI::MPI_CXX GTest::gtest CUDA::cudart)
+dmuon_add_mpi_test(NAME test_cuda_arch_check COMMAND test_cuda_arch_check NPROCS 1 LABELS gpu
+                   PROPERTIES SKIP_RETURN_CODE 77)
+
 # Runs everywhere: with no device visible, "cuda" is refused clearly and "auto" picks cpu.
 dmuon_add_gtest(test_cuda_nodevice SOURCES gpu/test_cuda_nodevice.cpp NPROCS 1 LABELS gpu)
 set_tests_properties(test_cuda_nodevice_np1 PROPERTIES ENVIRONMENT "${DMUON_TEST_ENV};CUDA_VISIBLE_DEVICES=")
