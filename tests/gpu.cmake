@@ -101,6 +101,16 @@ dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cuda1 1 cuda 2.5e-2 "" gpu_ckpt_cuda4 resu
 dmuon_gpu_ckpt_test(gpu_ckpt_cuda4_to_cpu2 2 cpu 5e-2 "" gpu_ckpt_cuda4 resume ${gpu_ckpt}/cuda4 5 3 4)
 dmuon_gpu_ckpt_test(gpu_ckpt_save_cpu2 2 cpu "" gpu_ckpt_cpu2 "" save ${gpu_ckpt}/cpu2 5)
 dmuon_gpu_ckpt_test(gpu_ckpt_cpu2_to_cuda4 4 cuda 5e-2 "" gpu_ckpt_cpu2 resume ${gpu_ckpt}/cpu2 5 3 2)
+# A device the build has no kernels for is refused by name: the check, built
+# here for sm_75 alone (and not linked with libdmuon_cuda, which has its own).
+add_executable(test_cuda_arch_check gpu/test_cuda_arch_check.cpp gpu/gpu_gtest_main.cpp
+                                    ${PROJECT_SOURCE_DIR}/src/backends/cuda/cuda_arch_check.cu)
+target_include_directories(test_cuda_arch_check PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+target_compile_definitions(test_cuda_arch_check PRIVATE DMUON_CUDA_ARCHITECTURES="75-real")
+set_target_properties(test_cuda_arch_check PROPERTIES CUDA_ARCHITECTURES 75-real)
+target_link_libraries(test_cuda_arch_check PRIVATE MPI::MPI_CXX GTest::gtest CUDA::cudart)
+dmuon_add_mpi_test(NAME test_cuda_arch_check COMMAND test_cuda_arch_check NPROCS 1 LABELS gpu
+                   PROPERTIES SKIP_RETURN_CODE 77)
 
 # Runs everywhere: with no device visible, "cuda" is refused clearly and "auto" picks cpu.
 dmuon_add_gtest(test_cuda_nodevice SOURCES gpu/test_cuda_nodevice.cpp NPROCS 1 LABELS gpu)

@@ -81,11 +81,19 @@ const CudaPlugin& plugin() {
 
 std::unique_ptr<Backend> load_cuda_backend(MPI_Comm comm, const std::string& device_spec) {
   const CudaPlugin& p = plugin();
+  // Collective, as the backend's own creation is: a rank that cannot load the
+  // library makes every rank fail, instead of leaving the others in NCCL's setup.
+  int mine = p.create ? 1 : 0, all = 0;
+  require(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm) == MPI_SUCCESS, DMUON_ERR_MPI,
+          "backend selection: MPI_Allreduce failed");
   if (!p.create)
     fail(DMUON_ERR_BACKEND_NOT_COMPILED,
          "the \"cuda\" backend's library " DMUON_CUDA_PLUGIN_FILE
          " could not be loaded (it needs the CUDA runtime, cuBLAS and NCCL; DMUON_CUDA_BACKEND may name its path):" +
              p.why_not);
+  if (!all)
+    fail(DMUON_ERR_BACKEND_NOT_COMPILED,
+         "the \"cuda\" backend's library " DMUON_CUDA_PLUGIN_FILE " could not be loaded on another rank");
   int status = DMUON_ERR_INTERNAL;
   char message[1024] = {};
   Backend* b = p.create(comm, device_spec.c_str(), &status, message, sizeof message);
