@@ -347,6 +347,35 @@ int dmuon_request_checkpoint(dmuon_context_t ctx);
 int dmuon_checkpoint_requested(dmuon_context_t ctx, int *requested);
 /**@}*/
 
+/* ------------------------------------------------------------------------- */
+/** @name Gradients and accumulation */
+/**@{*/
+/**
+ * Zero every parameter's gradient view (the library's gradient buffers; arrays
+ * given to dmuon_set_external_grad() are the caller's) and start a new
+ * accumulation cycle: micro-batches counted so far are dropped. Local, not
+ * collective. On a GPU backend it waits for the device's queued work.
+ */
+int dmuon_zero_grad(dmuon_optimizer_t opt);
+/**
+ * Accumulate gradients over @p micro_batches calls of dmuon_step() (1, the
+ * default, turns accumulation off). The first micro_batches - 1 calls of each
+ * cycle only count: nothing is communicated or updated, and the caller adds
+ * (+=) each micro-batch's gradient into the gradient views. The last call
+ * reduces once and steps with the gradient (sum of the views) / micro_batches,
+ * averaged over the ranks: the mean over every rank's micro-batches. That
+ * call then zeroes the gradient views, so the next cycle starts from zero.
+ * Refused (::DMUON_ERR_INVALID_VALUE) in the middle of a cycle. Every rank
+ * sets the same value.
+ */
+int dmuon_set_grad_accumulation(dmuon_optimizer_t opt, int micro_batches);
+/**
+ * The accumulation setting and the micro-batches counted in the current cycle
+ * (0 right after a step). Either pointer may be NULL.
+ */
+int dmuon_get_grad_accumulation(dmuon_optimizer_t opt, int *micro_batches, int *pending);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,6 +52,8 @@ module dmuon
             dmuon_checkpoint_save, dmuon_checkpoint_restore, dmuon_checkpoint_set_attribute, &
             dmuon_checkpoint_get_attribute, dmuon_install_signal_handler, dmuon_request_checkpoint, &
             dmuon_checkpoint_requested
+  ! Gradients and accumulation, schedules, metrics (issue 21).
+  public :: dmuon_zero_grad, dmuon_set_grad_accumulation, dmuon_get_grad_accumulation
 
   !> Communicators from `use mpi` (integer) and `use mpi_f08` (type(MPI_Comm)).
   interface dmuon_context_create
@@ -573,5 +575,36 @@ contains
     call check(c_dmuon_checkpoint_requested(ctx%ptr, r), ctx%ptr, "dmuon_checkpoint_requested", ierr)
     requested = r /= 0
   end subroutine dmuon_checkpoint_requested
+
+  ! ------------------------------------------------------------- gradients and accumulation
+
+  !> Zero every gradient view and start a new accumulation cycle.
+  subroutine dmuon_zero_grad(opt, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_zero_grad(opt%ptr), opt%ctx, "dmuon_zero_grad", ierr)
+  end subroutine dmuon_zero_grad
+
+  !> Step once every micro_batches calls of dmuon_step, on the mean of the
+  !> gradients added (+=) into the views meanwhile.
+  subroutine dmuon_set_grad_accumulation(opt, micro_batches, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(in) :: micro_batches
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_set_grad_accumulation(opt%ptr, int(micro_batches, c_int)), opt%ctx, &
+               "dmuon_set_grad_accumulation", ierr)
+  end subroutine dmuon_set_grad_accumulation
+
+  subroutine dmuon_get_grad_accumulation(opt, micro_batches, pending, ierr)
+    type(dmuon_optimizer), intent(in) :: opt
+    integer, intent(out), optional :: micro_batches, pending
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: every, counted, status
+    every = 1; counted = 0
+    status = c_dmuon_get_grad_accumulation(opt%ptr, every, counted)
+    if (present(micro_batches)) micro_batches = every
+    if (present(pending)) pending = counted
+    call check(status, opt%ctx, "dmuon_get_grad_accumulation", ierr)
+  end subroutine dmuon_get_grad_accumulation
 
 end module dmuon

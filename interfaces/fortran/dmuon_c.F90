@@ -76,6 +76,8 @@ module dmuon_c
             c_dmuon_param_owner, c_dmuon_state_bytes, c_dmuon_checkpoint_save, c_dmuon_checkpoint_restore, &
             c_dmuon_checkpoint_set_attribute, c_dmuon_checkpoint_get_attribute, &
             c_dmuon_install_signal_handler, c_dmuon_request_checkpoint, c_dmuon_checkpoint_requested
+  ! Gradients and accumulation, schedules, metrics (issue 21).
+  public :: c_dmuon_zero_grad, c_dmuon_set_grad_accumulation, c_dmuon_get_grad_accumulation
 
   interface
     integer(c_int) function c_dmuon_get_version(major, minor, patch) bind(C, name="dmuon_get_version")
@@ -275,6 +277,23 @@ module dmuon_c
       import :: c_int, c_ptr
       type(c_ptr), value :: ctx
       integer(c_int), intent(out) :: requested
+    end function
+    ! ----------------------------------------------------------- gradients and accumulation
+    integer(c_int) function c_dmuon_zero_grad(opt) bind(C, name="dmuon_zero_grad")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+    end function
+    integer(c_int) function c_dmuon_set_grad_accumulation(opt, micro_batches) &
+        bind(C, name="dmuon_set_grad_accumulation")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: micro_batches
+    end function
+    integer(c_int) function c_dmuon_get_grad_accumulation(opt, micro_batches, pending) &
+        bind(C, name="dmuon_get_grad_accumulation")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), intent(out) :: micro_batches, pending
     end function
   end interface
 end module dmuon_c

@@ -67,6 +67,7 @@ void Optimizer::finalize() {
   allocate_storage();
   build_muon_batches();
   finalized_ = true;
+  store_accumulation_in_stats();
 }
 
 void Optimizer::replan(const std::vector<int>& owners) {
@@ -230,10 +231,14 @@ void Optimizer::step() {
   // would otherwise queue it behind the abandoned operation).
   b.check_not_failed("dmuon_step");
   const int world = ctx_->size;
+  // Accumulation: every call but the last of a cycle only counts.
+  if (accumulation_ > 1 && ++pending_micro_ < accumulation_) return;
+  pending_micro_ = 0;
 
   // What decides the sequence of backend calls below (beyond the options):
   // a backend that replays a captured step must re-capture when it changes.
   uint64_t structure = 1469598103934665603ull;  // FNV-1a over (has_grad, external_grad)
+  structure = (structure ^ static_cast<uint64_t>(accumulation_ > 1)) * 1099511628211ull;  // zeroes the gradients
   for (const ParamRecord& p : registry_.all()) {
     const uint64_t words[2] = {p.has_grad ? 1u : 0u, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.external_grad))};
     for (uint64_t w : words) structure = (structure ^ w) * 1099511628211ull;
@@ -300,6 +305,8 @@ void Optimizer::step() {
   // 6. Publish the updated Muon matrices.
   for (int d = 0; d < kNumDtypes; ++d)
     if (muon_[d].segment_elements) b.allgather(muon_[d].param, muon_[d].segment_elements, static_cast<Dtype>(d));
+  // The next accumulation cycle adds into zeroed gradients (stream-ordered).
+  if (accumulation_ > 1) zero_grad_buffers();
 
   bracket.open = false;
   b.end_step(stats_, true);
@@ -346,7 +353,8 @@ dmuon_clip_stats_t Optimizer::clip_stats() const {
   require(finalized_, DMUON_ERR_NOT_FINALIZED, "dmuon_get_clip_stats: call dmuon_optimizer_finalize first");
   StepStats s;
   backend().download(&s, stats_, sizeof s);
-  return dmuon_clip_stats_t{s.total_norm, s.clip_coef, s.clipped, s.found_inf, s.skip};
+  // clip_coef holds the factor applied, 1/micro-batches included: report the clip alone.
+  return dmuon_clip_stats_t{s.total_norm, s.clip_coef / accumulation_scale(s), s.clipped, s.found_inf, s.skip};
 }
 
 void Optimizer::set_options(const dmuon_options_t& o) {

@@ -64,6 +64,12 @@ class Optimizer {
   };
   void adopt_state(Dtype d, const StateBlocks& blocks) noexcept;
 
+  // Gradient accumulation (optimizer_training.cpp).
+  void zero_grad();
+  void set_grad_accumulation(int micro_batches);
+  int grad_accumulation() const { return accumulation_; }
+  int pending_micro_batches() const { return pending_micro_; }
+
   std::map<std::string, std::string> user_attributes;      // saved with checkpoints
   std::map<std::string, std::string> restored_attributes;  // read by the last restore
 
@@ -72,6 +78,9 @@ class Optimizer {
   void release_storage() noexcept;
   void build_muon_batches();
   void refresh_step_scalars();
+  void zero_grad_buffers();
+  // The StepStats field that folds 1/micro-batches into the updates.
+  void store_accumulation_in_stats();
 
   dmuon_context_s* ctx_;
   dmuon_options_t options_;
@@ -86,6 +95,9 @@ class Optimizer {
 
   std::vector<AdamScalarRow> adam_rows_;      // host copy, rewritten each step
   std::vector<MuonShapeBatch> muon_batches_;  // this rank's owned matrices, grouped by shape
+
+  int accumulation_ = 1;   // micro-batches per step
+  int pending_micro_ = 0;  // micro-batches counted in the current cycle
 };
 
 // Shared by the constructor and every setter.

@@ -1,0 +1,54 @@
+// What online training adds around the step: gradient zeroing and
+// accumulation over micro-batches.
+#include <cstddef>
+
+#include "core/error.hpp"
+#include "core/optimizer.hpp"
+
+namespace dmuon {
+
+void Optimizer::zero_grad_buffers() {
+  Backend& b = backend();
+  for (int d = 0; d < kNumDtypes; ++d) {
+    const std::size_t es = dtype_size(static_cast<Dtype>(d));
+    if (adam_[d].elements) b.zero(adam_[d].grad, static_cast<std::size_t>(adam_[d].elements) * es);
+    const int64_t nm = layout_.muon[d].total_elements();
+    if (nm) b.zero(muon_[d].grad, static_cast<std::size_t>(nm) * es);
+  }
+}
+
+void Optimizer::zero_grad() {
+  require(finalized_, DMUON_ERR_NOT_FINALIZED, "dmuon_zero_grad: call dmuon_optimizer_finalize first");
+  backend().check_not_failed("dmuon_zero_grad");
+  zero_grad_buffers();
+  pending_micro_ = 0;
+}
+
+void Optimizer::set_grad_accumulation(int micro_batches) {
+  require(micro_batches >= 1, DMUON_ERR_INVALID_VALUE,
+          "dmuon_set_grad_accumulation: micro_batches must be >= 1 (1 turns accumulation off)");
+  require(pending_micro_ == 0, DMUON_ERR_INVALID_VALUE,
+          "dmuon_set_grad_accumulation: " + std::to_string(pending_micro_) +
+              " micro-batches of the current cycle are pending; change it after a step or dmuon_zero_grad");
+  const int previous = accumulation_;
+  accumulation_ = micro_batches;
+  try {
+    store_accumulation_in_stats();
+  } catch (...) {
+    accumulation_ = previous;
+    throw;
+  }
+}
+
+// The updates read the factor from backend memory (StepStats), so a replayed
+// step picks up a change without a re-capture; written only when it changes.
+void Optimizer::store_accumulation_in_stats() {
+  if (!finalized_) return;  // finalize writes it
+  StepStats s;
+  backend().download(&s, stats_, sizeof s);
+  if (s.grad_accumulation == accumulation_ || (s.grad_accumulation <= 1 && accumulation_ == 1)) return;
+  s.grad_accumulation = accumulation_;
+  backend().upload(stats_, &s, sizeof s);
+}
+
+}  // namespace dmuon

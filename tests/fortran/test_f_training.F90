@@ -1,0 +1,101 @@
+! Fortran twin of tests/training: gradient accumulation over three
+! micro-batches (dmuon_step after each, gradients added into the views)
+! against one step on the mean written by hand, and dmuon_zero_grad.
+program test_f_training
+#include "comm.inc"
+  use, intrinsic :: iso_c_binding
+  use dmuon
+  use ftest
+  implicit none
+  integer, parameter :: nmicro = 3, nsteps = 3
+  COMM_T :: comm
+  type(dmuon_context) :: ctx
+  type(dmuon_optimizer) :: acc, manual
+  type(dmuon_options) :: options
+  real(c_float), pointer :: wa(:, :), ga(:, :), ba(:), gba(:), wm(:, :), gm(:, :), bm(:), gbm(:)
+  real(c_float) :: wa0(4, 6)
+  integer :: rank, mpierr, id, step, m, every, pending, ierr
+
+  call MPI_Init(MPI_IERR_ONLY)
+  comm = MPI_COMM_WORLD
+  call MPI_Comm_rank(comm, rank MPI_IERR)
+  mpierr = 0
+  call dmuon_context_create(comm, "cpu", ctx)
+  options%max_grad_norm = 0.3d0
+  call make(acc)
+  call make(manual)
+  call dmuon_param_view(acc, 0, wa, ga)
+  call dmuon_param_view(acc, 1, ba, gba)
+  call dmuon_param_view(manual, 0, wm, gm)
+  call dmuon_param_view(manual, 1, bm, gbm)
+  call dmuon_set_grad_accumulation(acc, nmicro)
+
+  do step = 1, nsteps
+    wa0 = wa
+    do m = 1, nmicro
+      ga = ga + target_pull(wa, step, m)
+      gba = gba + (ba - 0.1 * (m + rank))
+      call dmuon_step(acc)
+      call dmuon_get_grad_accumulation(acc, every, pending)
+      call expect(every == nmicro .and. pending == mod(m, nmicro), "micro-batches counted")
+      if (m < nmicro) call expect(all(wa == wa0), "a micro-batch before the last changed nothing")
+    end do
+    gm = 0
+    gbm = 0
+    do m = 1, nmicro
+      gm = gm + target_pull(wm, step, m)
+      gbm = gbm + (bm - 0.1 * (m + rank))
+    end do
+    gm = gm / nmicro
+    gbm = gbm / nmicro
+    call dmuon_step(manual)
+    call expect(maxval(abs(wa - wm)) < 2e-5, "accumulated Muon step equals the step of the mean")
+    call expect(maxval(abs(ba - bm)) < 2e-5, "accumulated AdamW step equals the step of the mean")
+    call expect(all(ga == 0) .and. all(gba == 0), "the step zeroed the gradients")
+  end do
+
+  ga = 1
+  call dmuon_step(acc)  ! one micro-batch of a new cycle
+  call dmuon_set_grad_accumulation(acc, 2, ierr)
+  call expect_status(ierr, DMUON_ERR_INVALID_VALUE, "changing the setting mid-cycle")
+  call dmuon_zero_grad(acc)
+  call dmuon_get_grad_accumulation(acc, pending=pending)
+  call expect(pending == 0 .and. all(ga == 0), "dmuon_zero_grad clears the views and the cycle")
+
+  call dmuon_optimizer_destroy(acc)
+  call dmuon_optimizer_destroy(manual)
+  call dmuon_context_destroy(ctx)
+  call ftest_finish("test_f_training")
+  call MPI_Finalize(MPI_IERR_ONLY)
+
+contains
+
+  subroutine make(opt)
+    type(dmuon_optimizer), intent(inout) :: opt
+    real(c_float), pointer :: w(:, :), g(:, :)
+    integer :: i, j
+    call dmuon_optimizer_create(ctx, opt, options)
+    call dmuon_register(opt, "w", DMUON_KIND_MUON, DMUON_DTYPE_FP32, [4, 6], id)
+    call dmuon_register(opt, "b", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, [6], id)
+    call dmuon_optimizer_finalize(opt)
+    call dmuon_param_view(opt, 0, w, g)
+    do j = 1, 6
+      do i = 1, 4
+        w(i, j) = real(sin(real(i + 7 * j)), c_float)
+      end do
+    end do
+  end subroutine make
+
+  function target_pull(w, step, m) result(g)
+    real(c_float), intent(in) :: w(:, :)
+    integer, intent(in) :: step, m
+    real(c_float) :: g(size(w, 1), size(w, 2))
+    integer :: i, j
+    do j = 1, size(w, 2)
+      do i = 1, size(w, 1)
+        g(i, j) = w(i, j) - real(cos(real(i * j + step + 3 * m + 5 * rank)), c_float)
+      end do
+    end do
+  end function target_pull
+
+end program test_f_training

@@ -1,0 +1,3 @@
+# What online training adds around the step (issue 21): gradient accumulation
+# and zeroing, learning-rate schedules, metrics.
+dmuon_add_gtest(test_accumulation SOURCES training/test_accumulation.cpp NPROCS 1 2 LABELS training)
