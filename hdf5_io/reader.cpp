@@ -559,6 +559,7 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
   stats.steps_taken = r.meta.optimizer_step;
   b.upload(opt.stats(), &stats, sizeof stats);
   opt.set_options(r.options);
+  if (r.meta.has_lr_schedules) opt.install_lr_schedules(r.meta.lr_schedules);
 
   auto& info = opt.restored_attributes;
   info = r.meta.user;

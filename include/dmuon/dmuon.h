@@ -376,6 +376,62 @@ int dmuon_set_grad_accumulation(dmuon_optimizer_t opt, int micro_batches);
 int dmuon_get_grad_accumulation(dmuon_optimizer_t opt, int *micro_batches, int *pending);
 /**@}*/
 
+/* ------------------------------------------------------------------------- */
+/** @name Learning-rate schedules */
+/**@{*/
+/** Shape of a learning-rate schedule after its (optional) linear warm-up. */
+typedef enum dmuon_lr_schedule_kind_e {
+  DMUON_LR_CONSTANT = 0,   /**< base_lr. */
+  DMUON_LR_LINEAR = 1,     /**< straight from base_lr to final_lr at total_steps. */
+  DMUON_LR_COSINE = 2,     /**< half a cosine from base_lr to final_lr at total_steps. */
+  DMUON_LR_STEP = 3,       /**< base_lr * gamma^floor(s / step_size). */
+  DMUON_LR_POLYNOMIAL = 4  /**< final_lr + (base_lr - final_lr) * (1 - s / d)^power. */
+} dmuon_lr_schedule_kind_t;
+
+/**
+ * A learning-rate schedule of one group. Start from ::DMUON_LR_SCHEDULE_INIT.
+ * At the optimizer's t-th step under the schedule (t = 0, 1, ...), with
+ * W = warmup_steps: for t < W the rate is base_lr * (t + 1) / W; after it,
+ * with s = t - W and d = total_steps - W, the rate follows @c kind, and stays
+ * at final_lr once s >= d (linear, cosine, polynomial).
+ */
+typedef struct dmuon_lr_schedule_s {
+  size_t struct_size;   /**< sizeof(dmuon_lr_schedule_t), set by the initialiser. */
+  uint32_t magic;       /**< ::DMUON_OPTIONS_MAGIC. */
+  uint32_t version;     /**< ::DMUON_OPTIONS_VERSION. */
+  int kind;             /**< a ::dmuon_lr_schedule_kind_t (default ::DMUON_LR_CONSTANT). */
+  double base_lr;       /**< the rate reached after warm-up; < 0: the group's rate when the schedule is set (default -1). */
+  int64_t warmup_steps; /**< linear warm-up steps, 0 for none (default 0). */
+  int64_t total_steps;  /**< linear, cosine, polynomial: the step (warm-up included) where final_lr is reached. */
+  double final_lr;      /**< linear, cosine, polynomial: the rate at the end (default 0). */
+  double power;         /**< polynomial: the exponent (default 1). */
+  int64_t step_size;    /**< step: steps between two decays (default 1). */
+  double gamma;         /**< step: the factor of each decay (default 0.1). */
+} dmuon_lr_schedule_t;
+
+/** Initialiser holding every default. */
+#define DMUON_LR_SCHEDULE_INIT \
+  { sizeof(dmuon_lr_schedule_t), DMUON_OPTIONS_MAGIC, DMUON_OPTIONS_VERSION, DMUON_LR_CONSTANT, -1.0, 0, 0, 0.0, 1.0, 1, 0.1 }
+
+/**
+ * Give group @p kind (::dmuon_kind_t) a learning-rate schedule, starting at
+ * its step 0 with the next dmuon_step(). Each step that updates (the last
+ * call of an accumulation cycle) computes the rate on the host from the
+ * schedule's step count, into the scalars the step uploads anyway, and
+ * advances the count (a step skipped for a non-finite gradient counts too).
+ * dmuon_get_options() shows the rate of the last step. dmuon_set_lr() on the
+ * group removes its schedule (the set rate holds from then on); so does a
+ * NULL @p schedule (the rate stays where the schedule left it). Checkpoints
+ * save and restore schedules with their counts. Every rank sets the same.
+ */
+int dmuon_set_lr_schedule(dmuon_optimizer_t opt, int kind, const dmuon_lr_schedule_t *schedule);
+/**
+ * The schedule of group @p kind and the steps taken under it (either pointer
+ * may be NULL); ::DMUON_ERR_NOT_FOUND when the group has none.
+ */
+int dmuon_get_lr_schedule(dmuon_optimizer_t opt, int kind, dmuon_lr_schedule_t *schedule, int64_t *steps);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

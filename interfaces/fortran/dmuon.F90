@@ -54,6 +54,8 @@ module dmuon
             dmuon_checkpoint_requested
   ! Gradients and accumulation, schedules, metrics (issue 21).
   public :: dmuon_zero_grad, dmuon_set_grad_accumulation, dmuon_get_grad_accumulation
+  public :: dmuon_lr_schedule, DMUON_LR_CONSTANT, DMUON_LR_LINEAR, DMUON_LR_COSINE, DMUON_LR_STEP, &
+            DMUON_LR_POLYNOMIAL, dmuon_set_lr_schedule, dmuon_get_lr_schedule
 
   !> Communicators from `use mpi` (integer) and `use mpi_f08` (type(MPI_Comm)).
   interface dmuon_context_create
@@ -606,5 +608,42 @@ contains
     if (present(pending)) pending = counted
     call check(status, opt%ctx, "dmuon_get_grad_accumulation", ierr)
   end subroutine dmuon_get_grad_accumulation
+
+  ! ------------------------------------------------------------- learning-rate schedules
+
+  !> Give group `kind` a schedule; without `schedule`, remove the group's.
+  subroutine dmuon_set_lr_schedule(opt, kind, schedule, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(in) :: kind
+    type(dmuon_lr_schedule), intent(in), optional, target :: schedule
+    integer, intent(out), optional :: ierr
+    type(dmuon_lr_schedule), target :: s
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (present(schedule)) then
+      s = schedule
+      s%struct_size = c_sizeof(s)
+      p = c_loc(s)
+    end if
+    call check(c_dmuon_set_lr_schedule(opt%ptr, int(kind, c_int), p), opt%ctx, "dmuon_set_lr_schedule", ierr)
+  end subroutine dmuon_set_lr_schedule
+
+  !> The schedule of group `kind` and the steps taken under it;
+  !> DMUON_ERR_NOT_FOUND when the group has none.
+  subroutine dmuon_get_lr_schedule(opt, kind, schedule, steps, ierr)
+    type(dmuon_optimizer), intent(in) :: opt
+    integer, intent(in) :: kind
+    type(dmuon_lr_schedule), intent(out), optional :: schedule
+    integer(c_int64_t), intent(out), optional :: steps
+    integer, intent(out), optional :: ierr
+    type(dmuon_lr_schedule) :: s
+    integer(c_int64_t) :: n
+    integer(c_int) :: status
+    n = 0
+    status = c_dmuon_get_lr_schedule(opt%ptr, int(kind, c_int), s, n)
+    if (present(schedule)) schedule = s
+    if (present(steps)) steps = n
+    call check(status, opt%ctx, "dmuon_get_lr_schedule", ierr)
+  end subroutine dmuon_get_lr_schedule
 
 end module dmuon

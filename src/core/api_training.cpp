@@ -1,5 +1,5 @@
 // The C ABI of what online training adds around the step (dmuon.h: gradients
-// and accumulation). Each function checks its pointers, then delegates.
+// and accumulation, learning-rate schedules). Each function checks its pointers, then delegates.
 #include "core/api_guard.hpp"
 
 using namespace dmuon;
@@ -19,6 +19,21 @@ int dmuon_get_grad_accumulation(dmuon_optimizer_t opt, int* micro_batches, int* 
   return with_optimizer(opt, "dmuon_get_grad_accumulation", [&](Optimizer& o) {
     if (micro_batches) *micro_batches = o.grad_accumulation();
     if (pending) *pending = o.pending_micro_batches();
+  });
+}
+
+int dmuon_set_lr_schedule(dmuon_optimizer_t opt, int kind, const dmuon_lr_schedule_t* schedule) {
+  return with_optimizer(opt, "dmuon_set_lr_schedule", [&](Optimizer& o) { o.set_lr_schedule(kind, schedule); });
+}
+
+int dmuon_get_lr_schedule(dmuon_optimizer_t opt, int kind, dmuon_lr_schedule_t* schedule, int64_t* steps) {
+  return with_optimizer(opt, "dmuon_get_lr_schedule", [&](Optimizer& o) {
+    require(kind == DMUON_KIND_MUON || kind == DMUON_KIND_ADAM, DMUON_ERR_INVALID_KIND,
+            "dmuon_get_lr_schedule: kind must be DMUON_KIND_MUON or DMUON_KIND_ADAM");
+    const auto& s = o.lr_schedules()[static_cast<std::size_t>(kind)];
+    require(s.has_value(), DMUON_ERR_NOT_FOUND, "dmuon_get_lr_schedule: the group has no schedule");
+    if (schedule) *schedule = s->spec;
+    if (steps) *steps = s->steps;
   });
 }
 

@@ -234,6 +234,7 @@ void Optimizer::step() {
   // Accumulation: every call but the last of a cycle only counts.
   if (accumulation_ > 1 && ++pending_micro_ < accumulation_) return;
   pending_micro_ = 0;
+  apply_lr_schedules();
 
   // What decides the sequence of backend calls below (beyond the options):
   // a backend that replays a captured step must re-capture when it changes.
@@ -310,6 +311,7 @@ void Optimizer::step() {
 
   bracket.open = false;
   b.end_step(stats_, true);
+  advance_lr_schedules();
   for (ParamRecord& p : registry_.all()) p.has_grad = true;
 }
 

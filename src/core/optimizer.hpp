@@ -1,12 +1,15 @@
 // The optimizer: registered parameters, flat storage in backend memory, and
 // the step, written once for every backend.
 #pragma once
+#include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/backend.hpp"
 #include "core/context.hpp"
+#include "core/lr_schedule.hpp"
 #include "core/plan.hpp"
 #include "core/registry.hpp"
 
@@ -70,6 +73,14 @@ class Optimizer {
   int grad_accumulation() const { return accumulation_; }
   int pending_micro_batches() const { return pending_micro_; }
 
+  // Learning-rate schedules, one slot per group, indexed by dmuon_kind_t
+  // (optimizer_training.cpp). A restore installs the saved ones.
+  using LrSchedules = std::array<std::optional<LrSchedule>, 2>;
+  void set_lr_schedule(int kind, const dmuon_lr_schedule_t* schedule);
+  void clear_lr_schedule(int kind) { lr_schedules_.at(static_cast<std::size_t>(kind)).reset(); }
+  const LrSchedules& lr_schedules() const { return lr_schedules_; }
+  void install_lr_schedules(const LrSchedules& s) { lr_schedules_ = s; }
+
   std::map<std::string, std::string> user_attributes;      // saved with checkpoints
   std::map<std::string, std::string> restored_attributes;  // read by the last restore
 
@@ -81,6 +92,9 @@ class Optimizer {
   void zero_grad_buffers();
   // The StepStats field that folds 1/micro-batches into the updates.
   void store_accumulation_in_stats();
+  // The step's learning rates from the schedules, and their advance after it.
+  void apply_lr_schedules();
+  void advance_lr_schedules();
 
   dmuon_context_s* ctx_;
   dmuon_options_t options_;
@@ -98,6 +112,7 @@ class Optimizer {
 
   int accumulation_ = 1;   // micro-batches per step
   int pending_micro_ = 0;  // micro-batches counted in the current cycle
+  LrSchedules lr_schedules_;
 };
 
 // Shared by the constructor and every setter.

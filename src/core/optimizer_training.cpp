@@ -1,6 +1,7 @@
 // What online training adds around the step: gradient zeroing and
-// accumulation over micro-batches.
+// accumulation over micro-batches, learning-rate schedules.
 #include <cstddef>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "core/optimizer.hpp"
@@ -49,6 +50,41 @@ void Optimizer::store_accumulation_in_stats() {
   if (s.grad_accumulation == accumulation_ || (s.grad_accumulation <= 1 && accumulation_ == 1)) return;
   s.grad_accumulation = accumulation_;
   backend().upload(stats_, &s, sizeof s);
+}
+
+namespace {
+double& group_lr(dmuon_options_t& o, int kind) { return kind == DMUON_KIND_MUON ? o.muon_lr : o.adam_lr; }
+}  // namespace
+
+void Optimizer::set_lr_schedule(int kind, const dmuon_lr_schedule_t* schedule) {
+  const char* call = "dmuon_set_lr_schedule";
+  require(kind == DMUON_KIND_MUON || kind == DMUON_KIND_ADAM, DMUON_ERR_INVALID_KIND,
+          std::string(call) + ": kind must be DMUON_KIND_MUON or DMUON_KIND_ADAM");
+  if (!schedule) {
+    clear_lr_schedule(kind);
+    return;
+  }
+  require(schedule->magic == DMUON_OPTIONS_MAGIC && schedule->version >= 1 &&
+              schedule->struct_size >= sizeof(dmuon_lr_schedule_t),
+          DMUON_ERR_OPTIONS_VERSION, std::string(call) + ": the schedule was not initialised with DMUON_LR_SCHEDULE_INIT");
+  LrSchedule s;
+  std::memcpy(&s.spec, schedule, sizeof s.spec);
+  s.spec.struct_size = sizeof s.spec;
+  validate_lr_schedule(s.spec, call);
+  if (s.spec.base_lr < 0) s.spec.base_lr = group_lr(options_, kind);
+  lr_schedules_[static_cast<std::size_t>(kind)] = s;
+}
+
+void Optimizer::apply_lr_schedules() {
+  for (int kind = 0; kind < 2; ++kind) {
+    const std::optional<LrSchedule>& s = lr_schedules_[static_cast<std::size_t>(kind)];
+    if (s) group_lr(options_, kind) = scheduled_lr(s->spec, s->steps);
+  }
+}
+
+void Optimizer::advance_lr_schedules() {
+  for (std::optional<LrSchedule>& s : lr_schedules_)
+    if (s) ++s->steps;
 }
 
 }  // namespace dmuon

@@ -1,6 +1,8 @@
 ! Fortran twin of tests/training: gradient accumulation over three
 ! micro-batches (dmuon_step after each, gradients added into the views)
-! against one step on the mean written by hand, and dmuon_zero_grad.
+! against one step on the mean written by hand, and dmuon_zero_grad; a
+! learning-rate schedule set from Fortran (the bind(C) mirror's layout
+! checked by reading it back through C) and the rates of its steps.
 program test_f_training
 #include "comm.inc"
   use, intrinsic :: iso_c_binding
@@ -15,6 +17,9 @@ program test_f_training
   real(c_float), pointer :: wa(:, :), ga(:, :), ba(:), gba(:), wm(:, :), gm(:, :), bm(:), gbm(:)
   real(c_float) :: wa0(4, 6)
   integer :: rank, mpierr, id, step, m, every, pending, ierr
+  type(dmuon_lr_schedule) :: sched, back
+  type(dmuon_options) :: now
+  integer(c_int64_t) :: taken
 
   call MPI_Init(MPI_IERR_ONLY)
   comm = MPI_COMM_WORLD
@@ -62,6 +67,26 @@ program test_f_training
   call dmuon_get_grad_accumulation(acc, pending=pending)
   call expect(pending == 0 .and. all(ga == 0), "dmuon_zero_grad clears the views and the cycle")
 
+  ! Warm-up over 2 steps, then linear from 0.1 to 0.02 at step 6.
+  sched%kind = DMUON_LR_LINEAR
+  sched%base_lr = 0.1d0
+  sched%warmup_steps = 2
+  sched%total_steps = 6
+  sched%final_lr = 0.02d0
+  call dmuon_set_lr_schedule(manual, DMUON_KIND_MUON, sched)
+  call dmuon_get_lr_schedule(manual, DMUON_KIND_MUON, back, taken)
+  call expect(back%kind == DMUON_LR_LINEAR .and. back%base_lr == 0.1d0 .and. back%warmup_steps == 2 .and. &
+              back%total_steps == 6 .and. back%final_lr == 0.02d0 .and. back%gamma == 0.1d0 .and. taken == 0, &
+              "the schedule reads back field by field")
+  do step = 0, 6
+    call dmuon_step(manual)
+    call dmuon_get_options(manual, now)
+    call expect(abs(now%muon_lr - expected_rate(step)) < 1d-15, "scheduled Muon rate")
+  end do
+  call dmuon_set_lr(manual, DMUON_KIND_MUON, 0.5d0)
+  call dmuon_get_lr_schedule(manual, DMUON_KIND_MUON, ierr=ierr)
+  call expect_status(ierr, DMUON_ERR_NOT_FOUND, "dmuon_set_lr removes the schedule")
+
   call dmuon_optimizer_destroy(acc)
   call dmuon_optimizer_destroy(manual)
   call dmuon_context_destroy(ctx)
@@ -69,6 +94,15 @@ program test_f_training
   call MPI_Finalize(MPI_IERR_ONLY)
 
 contains
+
+  pure double precision function expected_rate(t)
+    integer, intent(in) :: t
+    if (t < 2) then
+      expected_rate = 0.1d0 * (t + 1) / 2
+    else
+      expected_rate = 0.1d0 + (0.02d0 - 0.1d0) * min(t - 2, 4) / 4d0
+    end if
+  end function expected_rate
 
   subroutine make(opt)
     type(dmuon_optimizer), intent(inout) :: opt
