@@ -432,6 +432,36 @@ int dmuon_set_lr_schedule(dmuon_optimizer_t opt, int kind, const dmuon_lr_schedu
 int dmuon_get_lr_schedule(dmuon_optimizer_t opt, int kind, dmuon_lr_schedule_t *schedule, int64_t *steps);
 /**@}*/
 
+/* ------------------------------------------------------------------------- */
+/** @name Metrics reduced with the step */
+/**@{*/
+/** Most values one dmuon_metrics_submit() may carry. */
+#define DMUON_MAX_METRICS 32
+/** How submitted metrics combine across ranks. */
+typedef enum dmuon_metrics_op_e {
+  DMUON_METRICS_SUM = 0, /**< the sum over ranks. */
+  DMUON_METRICS_MEAN = 1 /**< the sum over ranks divided by their number. */
+} dmuon_metrics_op_t;
+/**
+ * Have the next dmuon_step() that updates (the last call of an accumulation
+ * cycle) reduce @p n doubles across ranks with @p op, in the step's own
+ * queue: a loss, an error norm, a sample count. @p values is in the
+ * backend's memory (host for "cpu", device for "cuda", for example a loss a
+ * kernel wrote) and is read by that step, so it must stay valid and unchanged
+ * until the step has run (on a GPU: until the step's work has executed).
+ * A later submission before the step replaces this one. Every rank submits
+ * the same @p n and @p op. n: 1..::DMUON_MAX_METRICS.
+ */
+int dmuon_metrics_submit(dmuon_optimizer_t opt, int n, const double *values, int op);
+/**
+ * The metrics reduced by the last step that carried a submission, into
+ * @p values (host memory) of @p n <= the number submitted. Like
+ * dmuon_get_clip_stats(), on a GPU backend this waits for the device: read
+ * them on your own schedule. ::DMUON_ERR_NOT_FOUND before any such step.
+ */
+int dmuon_metrics_get(dmuon_optimizer_t opt, int n, double *values);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,6 +56,15 @@ module dmuon
   public :: dmuon_zero_grad, dmuon_set_grad_accumulation, dmuon_get_grad_accumulation
   public :: dmuon_lr_schedule, DMUON_LR_CONSTANT, DMUON_LR_LINEAR, DMUON_LR_COSINE, DMUON_LR_STEP, &
             DMUON_LR_POLYNOMIAL, dmuon_set_lr_schedule, dmuon_get_lr_schedule
+  public :: DMUON_METRICS_SUM, DMUON_METRICS_MEAN, DMUON_MAX_METRICS, dmuon_metrics_submit, dmuon_metrics_get
+
+  !> Metrics reduced with the next updating step: a real(c_double) array
+  !> (host memory: the "cpu" backend), or a type(c_ptr) to n doubles of
+  !> backend memory (device memory for "cuda"). The step reads them: the
+  !> array must be a variable that lives, unchanged, until the step has run.
+  interface dmuon_metrics_submit
+    module procedure metrics_submit_array, metrics_submit_ptr
+  end interface
 
   !> Communicators from `use mpi` (integer) and `use mpi_f08` (type(MPI_Comm)).
   interface dmuon_context_create
@@ -645,5 +654,38 @@ contains
     if (present(steps)) steps = n
     call check(status, opt%ctx, "dmuon_get_lr_schedule", ierr)
   end subroutine dmuon_get_lr_schedule
+
+  ! ------------------------------------------------------------- metrics
+
+  subroutine metrics_submit_array(opt, values, op, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    real(c_double), intent(in), target, contiguous :: values(:)
+    integer, intent(in) :: op
+    integer, intent(out), optional :: ierr
+    call metrics_submit_ptr(opt, size(values), c_loc(values), op, ierr)
+  end subroutine metrics_submit_array
+
+  subroutine metrics_submit_ptr(opt, n, values, op, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(in) :: n
+    type(c_ptr), intent(in) :: values
+    integer, intent(in) :: op
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_metrics_submit(opt%ptr, int(n, c_int), values, int(op, c_int)), opt%ctx, &
+               "dmuon_metrics_submit", ierr)
+  end subroutine metrics_submit_ptr
+
+  !> The metrics of the last step that reduced some, size(values) of them.
+  subroutine dmuon_metrics_get(opt, values, ierr)
+    type(dmuon_optimizer), intent(in) :: opt
+    real(c_double), intent(out) :: values(:)
+    integer, intent(out), optional :: ierr
+    real(c_double) :: buf(max(1, size(values)))
+    integer(c_int) :: status
+    buf = 0
+    status = c_dmuon_metrics_get(opt%ptr, int(size(values), c_int), buf)
+    values = buf(1:size(values))
+    call check(status, opt%ctx, "dmuon_metrics_get", ierr)
+  end subroutine dmuon_metrics_get
 
 end module dmuon

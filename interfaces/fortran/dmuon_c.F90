@@ -79,6 +79,8 @@ module dmuon_c
   ! Gradients and accumulation, schedules, metrics (issue 21).
   public :: c_dmuon_zero_grad, c_dmuon_set_grad_accumulation, c_dmuon_get_grad_accumulation
   public :: c_dmuon_set_lr_schedule, c_dmuon_get_lr_schedule
+  public :: c_dmuon_metrics_submit, c_dmuon_metrics_get
+  integer(c_int), parameter, public :: DMUON_METRICS_SUM = 0, DMUON_METRICS_MEAN = 1, DMUON_MAX_METRICS = 32
 
   integer(c_int), parameter, public :: DMUON_LR_CONSTANT = 0, DMUON_LR_LINEAR = 1, DMUON_LR_COSINE = 2, &
                                        DMUON_LR_STEP = 3, DMUON_LR_POLYNOMIAL = 4
@@ -328,6 +330,20 @@ module dmuon_c
       integer(c_int), value :: kind
       type(dmuon_lr_schedule), intent(out) :: schedule
       integer(c_int64_t), intent(out) :: steps
+    end function
+    ! ----------------------------------------------------------- metrics
+    integer(c_int) function c_dmuon_metrics_submit(opt, n, values, op) bind(C, name="dmuon_metrics_submit")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: n
+      type(c_ptr), value :: values
+      integer(c_int), value :: op
+    end function
+    integer(c_int) function c_dmuon_metrics_get(opt, n, values) bind(C, name="dmuon_metrics_get")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: opt
+      integer(c_int), value :: n
+      real(c_double), intent(out) :: values(*)
     end function
   end interface
 end module dmuon_c

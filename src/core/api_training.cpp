@@ -1,5 +1,5 @@
 // The C ABI of what online training adds around the step (dmuon.h: gradients
-// and accumulation, learning-rate schedules). Each function checks its pointers, then delegates.
+// and accumulation, learning-rate schedules, metrics). Each function checks its pointers, then delegates.
 #include "core/api_guard.hpp"
 
 using namespace dmuon;
@@ -35,6 +35,14 @@ int dmuon_get_lr_schedule(dmuon_optimizer_t opt, int kind, dmuon_lr_schedule_t* 
     if (schedule) *schedule = s->spec;
     if (steps) *steps = s->steps;
   });
+}
+
+int dmuon_metrics_submit(dmuon_optimizer_t opt, int n, const double* values, int op) {
+  return with_optimizer(opt, "dmuon_metrics_submit", [&](Optimizer& o) { o.metrics_submit(n, values, op); });
+}
+
+int dmuon_metrics_get(dmuon_optimizer_t opt, int n, double* values) {
+  return with_optimizer(opt, "dmuon_metrics_get", [&](Optimizer& o) { o.metrics_get(n, values); });
 }
 
 }  // extern "C"

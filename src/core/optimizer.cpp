@@ -38,7 +38,10 @@ Optimizer::Optimizer(dmuon_context_s* ctx, const dmuon_options_t& options) : ctx
   validate_options(options_);
 }
 
-Optimizer::~Optimizer() { release_storage(); }
+Optimizer::~Optimizer() {
+  release_storage();
+  release_metrics();
+}
 
 int Optimizer::add_param(const char* name, int kind, int dtype, int ndim, const int64_t* shape, double lr_mul,
                          double wd_mul) {
@@ -240,6 +243,8 @@ void Optimizer::step() {
   // a backend that replays a captured step must re-capture when it changes.
   uint64_t structure = 1469598103934665603ull;  // FNV-1a over (has_grad, external_grad)
   structure = (structure ^ static_cast<uint64_t>(accumulation_ > 1)) * 1099511628211ull;  // zeroes the gradients
+  structure = (structure ^ reinterpret_cast<uintptr_t>(metrics_.pending)) * 1099511628211ull;
+  structure = (structure ^ static_cast<uint64_t>(metrics_.pending_n)) * 1099511628211ull;
   for (const ParamRecord& p : registry_.all()) {
     const uint64_t words[2] = {p.has_grad ? 1u : 0u, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.external_grad))};
     for (uint64_t w : words) structure = (structure ^ w) * 1099511628211ull;
@@ -294,6 +299,7 @@ void Optimizer::step() {
     if (world > 1) b.allreduce_sum_f64(&stats_->sumsq, 1);
   }
   b.finish_stats(stats_, options_.max_grad_norm, options_.skip_nonfinite, norm ? 1 : 0);
+  reduce_metrics();
 
   // 4-5. Updates; both read the clip coefficient and the skip guard from
   //      backend memory, so nothing here waits for the device.

@@ -81,6 +81,10 @@ class Optimizer {
   const LrSchedules& lr_schedules() const { return lr_schedules_; }
   void install_lr_schedules(const LrSchedules& s) { lr_schedules_ = s; }
 
+  // Metrics reduced with the step (optimizer_training.cpp).
+  void metrics_submit(int n, const double* values, int op);
+  void metrics_get(int n, double* values) const;
+
   std::map<std::string, std::string> user_attributes;      // saved with checkpoints
   std::map<std::string, std::string> restored_attributes;  // read by the last restore
 
@@ -95,6 +99,9 @@ class Optimizer {
   // The step's learning rates from the schedules, and their advance after it.
   void apply_lr_schedules();
   void advance_lr_schedules();
+  // Inside the step: copies and all-reduces a pending metrics submission.
+  void reduce_metrics();
+  void release_metrics() noexcept;
 
   dmuon_context_s* ctx_;
   dmuon_options_t options_;
@@ -113,6 +120,12 @@ class Optimizer {
   int accumulation_ = 1;   // micro-batches per step
   int pending_micro_ = 0;  // micro-batches counted in the current cycle
   LrSchedules lr_schedules_;
+  struct Metrics {
+    const double* pending = nullptr;  // backend memory, read by the next updating step
+    int pending_n = 0, pending_op = 0;
+    double* reduced = nullptr;        // backend memory, DMUON_MAX_METRICS sums
+    int reduced_n = 0, reduced_op = 0;  // of the last step that carried a submission
+  } metrics_;
 };
 
 // Shared by the constructor and every setter.

@@ -1,5 +1,6 @@
 // What online training adds around the step: gradient zeroing and
-// accumulation over micro-batches, learning-rate schedules.
+// accumulation over micro-batches, learning-rate schedules, metrics reduced
+// with the step.
 #include <cstddef>
 #include <cstring>
 
@@ -85,6 +86,48 @@ void Optimizer::apply_lr_schedules() {
 void Optimizer::advance_lr_schedules() {
   for (std::optional<LrSchedule>& s : lr_schedules_)
     if (s) ++s->steps;
+}
+
+void Optimizer::metrics_submit(int n, const double* values, int op) {
+  require(values != nullptr, DMUON_ERR_NULL_POINTER, "dmuon_metrics_submit: values is NULL");
+  require(n >= 1 && n <= DMUON_MAX_METRICS, DMUON_ERR_INVALID_VALUE,
+          "dmuon_metrics_submit: n must be 1.." + std::to_string(DMUON_MAX_METRICS));
+  require(op == DMUON_METRICS_SUM || op == DMUON_METRICS_MEAN, DMUON_ERR_INVALID_VALUE,
+          "dmuon_metrics_submit: op must be DMUON_METRICS_SUM or DMUON_METRICS_MEAN");
+  if (!metrics_.reduced) metrics_.reduced = static_cast<double*>(backend().allocate(sizeof(double) * DMUON_MAX_METRICS));
+  metrics_.pending = values;
+  metrics_.pending_n = n;
+  metrics_.pending_op = op;
+}
+
+// One more small all-reduce in the step's queue (stream-ordered on a GPU);
+// the mean's division waits for the host read, so no kernel is needed.
+void Optimizer::reduce_metrics() {
+  if (!metrics_.pending) return;
+  Backend& b = backend();
+  const std::size_t bytes = sizeof(double) * static_cast<std::size_t>(metrics_.pending_n);
+  b.copy(metrics_.reduced, metrics_.pending, bytes);
+  if (ctx_->size > 1) b.allreduce_sum_f64(metrics_.reduced, metrics_.pending_n);
+  metrics_.reduced_n = metrics_.pending_n;
+  metrics_.reduced_op = metrics_.pending_op;
+  metrics_.pending = nullptr;
+  metrics_.pending_n = 0;
+}
+
+void Optimizer::metrics_get(int n, double* values) const {
+  require(values != nullptr, DMUON_ERR_NULL_POINTER, "dmuon_metrics_get: values is NULL");
+  require(metrics_.reduced_n > 0, DMUON_ERR_NOT_FOUND, "dmuon_metrics_get: no step has reduced metrics yet");
+  require(n >= 1 && n <= metrics_.reduced_n, DMUON_ERR_INVALID_VALUE,
+          "dmuon_metrics_get: n must be 1.." + std::to_string(metrics_.reduced_n) + " (the number reduced)");
+  backend().download(values, metrics_.reduced, sizeof(double) * static_cast<std::size_t>(n));
+  if (metrics_.reduced_op == DMUON_METRICS_MEAN)
+    for (int i = 0; i < n; ++i) values[i] /= ctx_->size;
+}
+
+void Optimizer::release_metrics() noexcept {
+  if (!ctx_ || !ctx_->backend) return;
+  ctx_->backend->release(metrics_.reduced);
+  metrics_.reduced = nullptr;
 }
 
 }  // namespace dmuon

@@ -2,7 +2,8 @@
 ! micro-batches (dmuon_step after each, gradients added into the views)
 ! against one step on the mean written by hand, and dmuon_zero_grad; a
 ! learning-rate schedule set from Fortran (the bind(C) mirror's layout
-! checked by reading it back through C) and the rates of its steps.
+! checked by reading it back through C) and the rates of its steps; metrics
+! averaged and summed across ranks by the step.
 program test_f_training
 #include "comm.inc"
   use, intrinsic :: iso_c_binding
@@ -20,6 +21,9 @@ program test_f_training
   type(dmuon_lr_schedule) :: sched, back
   type(dmuon_options) :: now
   integer(c_int64_t) :: taken
+  real(c_double), target :: metrics(2)
+  real(c_double) :: reduced(2)
+  integer :: nranks
 
   call MPI_Init(MPI_IERR_ONLY)
   comm = MPI_COMM_WORLD
@@ -86,6 +90,17 @@ program test_f_training
   call dmuon_set_lr(manual, DMUON_KIND_MUON, 0.5d0)
   call dmuon_get_lr_schedule(manual, DMUON_KIND_MUON, ierr=ierr)
   call expect_status(ierr, DMUON_ERR_NOT_FOUND, "dmuon_set_lr removes the schedule")
+
+  call MPI_Comm_size(comm, nranks MPI_IERR)
+  metrics = [dble(rank + 1), 1d0]
+  call dmuon_metrics_submit(manual, metrics, DMUON_METRICS_MEAN)
+  call dmuon_step(manual)
+  call dmuon_metrics_get(manual, reduced)
+  call expect(abs(reduced(1) - (nranks + 1) / 2d0) < 1d-12 .and. abs(reduced(2) - 1d0) < 1d-12, "metrics mean")
+  call dmuon_metrics_submit(manual, metrics, DMUON_METRICS_SUM)
+  call dmuon_step(manual)
+  call dmuon_metrics_get(manual, reduced(1:1))
+  call expect(abs(reduced(1) - nranks * (nranks + 1) / 2d0) < 1d-12, "metrics sum")
 
   call dmuon_optimizer_destroy(acc)
   call dmuon_optimizer_destroy(manual)
