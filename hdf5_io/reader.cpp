@@ -566,6 +566,9 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
   const std::string p = kReservedPrefix;
   info[p + "file"] = path;
   info[p + "fallback"] = fallback;
+  if (!fallback.empty())
+    b.message(DMUON_MESSAGE_WARNING, "dmuon_checkpoint_restore: restored the older checkpoint " + path +
+                                         " after refusing newer ones: " + fallback);
   info[p + "plan"] = r.replayed ? "replayed" : "replanned";
   info[p + "saved_world_size"] = std::to_string(r.meta.world_size);
   info[p + "user_step"] = std::to_string(r.meta.user_step);

@@ -462,6 +462,26 @@ int dmuon_metrics_submit(dmuon_optimizer_t opt, int n, const double *values, int
 int dmuon_metrics_get(dmuon_optimizer_t opt, int n, double *values);
 /**@}*/
 
+/* ------------------------------------------------------------------------- */
+/** @name Messages */
+/**@{*/
+/** Level of a message passed to a ::dmuon_message_fn. */
+typedef enum dmuon_message_level_e {
+  DMUON_MESSAGE_INFO = 0,   /**< something worth knowing (a re-plan of the storage). */
+  DMUON_MESSAGE_WARNING = 1 /**< the library chose a slower or older path (a graph capture that fell back
+                                 to eager, a restore that fell back to an older checkpoint). */
+} dmuon_message_level_t;
+/** A message callback: @p text is valid during the call only. */
+typedef void (*dmuon_message_fn)(int level, const char *text, void *user_data);
+/**
+ * Hear the library's messages on this context and its optimizers: @p fn is
+ * called on the thread of the dmuon call that has something to say, during
+ * that call; it must not call dmuon. NULL @p fn stops the messages (the
+ * default: the library never prints).
+ */
+int dmuon_context_set_message_callback(dmuon_context_t ctx, dmuon_message_fn fn, void *user_data);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

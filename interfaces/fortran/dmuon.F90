@@ -57,6 +57,7 @@ module dmuon
   public :: dmuon_lr_schedule, DMUON_LR_CONSTANT, DMUON_LR_LINEAR, DMUON_LR_COSINE, DMUON_LR_STEP, &
             DMUON_LR_POLYNOMIAL, dmuon_set_lr_schedule, dmuon_get_lr_schedule
   public :: DMUON_METRICS_SUM, DMUON_METRICS_MEAN, DMUON_MAX_METRICS, dmuon_metrics_submit, dmuon_metrics_get
+  public :: DMUON_MESSAGE_INFO, DMUON_MESSAGE_WARNING, dmuon_context_set_message_callback
 
   !> Metrics reduced with the next updating step: a real(c_double) array
   !> (host memory: the "cpu" backend), or a type(c_ptr) to n doubles of
@@ -687,5 +688,23 @@ contains
     values = buf(1:size(values))
     call check(status, opt%ctx, "dmuon_metrics_get", ierr)
   end subroutine dmuon_metrics_get
+
+  ! ------------------------------------------------------------- messages
+
+  !> Hear the library's messages: `fn` is c_funloc of a bind(C) subroutine
+  !> `(integer(c_int), value :: level; type(c_ptr), value :: text;
+  !> type(c_ptr), value :: user_data)`, text a NUL-terminated C string valid
+  !> during the call; c_null_funptr stops them.
+  subroutine dmuon_context_set_message_callback(ctx, fn, user_data, ierr)
+    type(dmuon_context), intent(inout) :: ctx
+    type(c_funptr), intent(in) :: fn
+    type(c_ptr), intent(in), optional :: user_data
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: user
+    user = c_null_ptr
+    if (present(user_data)) user = user_data
+    call check(c_dmuon_context_set_message_callback(ctx%ptr, fn, user), ctx%ptr, &
+               "dmuon_context_set_message_callback", ierr)
+  end subroutine dmuon_context_set_message_callback
 
 end module dmuon

@@ -80,6 +80,8 @@ module dmuon_c
   public :: c_dmuon_zero_grad, c_dmuon_set_grad_accumulation, c_dmuon_get_grad_accumulation
   public :: c_dmuon_set_lr_schedule, c_dmuon_get_lr_schedule
   public :: c_dmuon_metrics_submit, c_dmuon_metrics_get
+  public :: c_dmuon_context_set_message_callback
+  integer(c_int), parameter, public :: DMUON_MESSAGE_INFO = 0, DMUON_MESSAGE_WARNING = 1
   integer(c_int), parameter, public :: DMUON_METRICS_SUM = 0, DMUON_METRICS_MEAN = 1, DMUON_MAX_METRICS = 32
 
   integer(c_int), parameter, public :: DMUON_LR_CONSTANT = 0, DMUON_LR_LINEAR = 1, DMUON_LR_COSINE = 2, &
@@ -344,6 +346,14 @@ module dmuon_c
       type(c_ptr), value :: opt
       integer(c_int), value :: n
       real(c_double), intent(out) :: values(*)
+    end function
+    ! ----------------------------------------------------------- messages
+    integer(c_int) function c_dmuon_context_set_message_callback(ctx, fn, user_data) &
+        bind(C, name="dmuon_context_set_message_callback")
+      import :: c_int, c_ptr, c_funptr
+      type(c_ptr), value :: ctx
+      type(c_funptr), value :: fn
+      type(c_ptr), value :: user_data
     end function
   end interface
 end module dmuon_c

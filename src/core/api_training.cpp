@@ -1,5 +1,5 @@
 // The C ABI of what online training adds around the step (dmuon.h: gradients
-// and accumulation, learning-rate schedules, metrics). Each function checks its pointers, then delegates.
+// and accumulation, learning-rate schedules, metrics, messages). Each function checks its pointers, then delegates.
 #include "core/api_guard.hpp"
 
 using namespace dmuon;
@@ -43,6 +43,11 @@ int dmuon_metrics_submit(dmuon_optimizer_t opt, int n, const double* values, int
 
 int dmuon_metrics_get(dmuon_optimizer_t opt, int n, double* values) {
   return with_optimizer(opt, "dmuon_metrics_get", [&](Optimizer& o) { o.metrics_get(n, values); });
+}
+
+int dmuon_context_set_message_callback(dmuon_context_t ctx, dmuon_message_fn fn, void* user_data) {
+  return with_context(ctx, "dmuon_context_set_message_callback",
+                      [&](dmuon_context_s& c) { c.backend->set_message_sink(fn, user_data); });
 }
 
 }  // extern "C"

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/nvtx.hpp"
 
 namespace dmuon {
 
@@ -115,6 +117,8 @@ void Optimizer::replan(const std::vector<int>& owners) {
   release_storage();  // the old storage
   swap_old();
   build_muon_batches();
+  backend().message(DMUON_MESSAGE_INFO, "the Muon ownership plan changed: the flat storage was allocated again, "
+                                        "so views taken before this call are invalid");
 }
 
 void Optimizer::adopt_state(Dtype d, const StateBlocks& blocks) noexcept {
@@ -236,6 +240,7 @@ void Optimizer::step() {
   const int world = ctx_->size;
   // Accumulation: every call but the last of a cycle only counts.
   if (accumulation_ > 1 && ++pending_micro_ < accumulation_) return;
+  const NvtxRange step_range("dmuon_step");
   pending_micro_ = 0;
   apply_lr_schedules();
 
@@ -266,6 +271,7 @@ void Optimizer::step() {
 
   // 1. External gradients into the flat buffers; parameters without a
   //    gradient contribute zeros (to the average and to the norm).
+  std::optional<NvtxRange> phase(std::in_place, "dmuon: gradients in");
   for (std::size_t i = 0; i < registry_.size(); ++i) {
     const ParamRecord& p = registry_[i];
     if (p.has_grad && !p.external_grad) continue;
@@ -279,6 +285,8 @@ void Optimizer::step() {
   }
 
   // 2. Average the gradients: Adam replicated, Muon onto its owners.
+  phase.reset();
+  phase.emplace("dmuon: reduce gradients");
   for (int d = 0; d < kNumDtypes; ++d) {
     const Dtype dt = static_cast<Dtype>(d);
     if (adam_[d].elements) b.allreduce_average(adam_[d].grad, adam_[d].elements, dt);
@@ -287,6 +295,8 @@ void Optimizer::step() {
 
   // 3. Global norm over the owned Muon shards and the Adam gradients (counted
   //    once, by rank 0), one scalar all-reduce, statistics kept in backend memory.
+  phase.reset();
+  phase.emplace("dmuon: norm, clip, metrics");
   const bool norm = options_.max_grad_norm > 0 || options_.skip_nonfinite;
   if (norm) {
     b.zero(&stats_->sumsq, sizeof(double));
@@ -306,15 +316,22 @@ void Optimizer::step() {
   refresh_step_scalars();
   const MuonHyper hyper{static_cast<float>(options_.muon_momentum), options_.muon_nesterov, options_.muon_ns_steps,
                         options_.muon_ns_schedule, static_cast<float>(options_.muon_ns_eps), options_.cuda_graphs};
+  phase.reset();
+  phase.emplace("dmuon: muon update");
   if (!muon_batches_.empty()) b.muon_update(muon_, muon_batches_, hyper, stats_);
+  phase.reset();
+  phase.emplace("dmuon: adam update");
   if (!adam_rows_.empty()) b.adam_update(adam_, adam_rows_.data(), static_cast<int>(adam_rows_.size()), adam_steps_, stats_);
 
   // 6. Publish the updated Muon matrices.
+  phase.reset();
+  phase.emplace("dmuon: all-gather");
   for (int d = 0; d < kNumDtypes; ++d)
     if (muon_[d].segment_elements) b.allgather(muon_[d].param, muon_[d].segment_elements, static_cast<Dtype>(d));
   // The next accumulation cycle adds into zeroed gradients (stream-ordered).
   if (accumulation_ > 1) zero_grad_buffers();
 
+  phase.reset();
   bracket.open = false;
   b.end_step(stats_, true);
   advance_lr_schedules();

@@ -3,12 +3,26 @@
 ! against one step on the mean written by hand, and dmuon_zero_grad; a
 ! learning-rate schedule set from Fortran (the bind(C) mirror's layout
 ! checked by reading it back through C) and the rates of its steps; metrics
-! averaged and summed across ranks by the step.
+! averaged and summed across ranks by the step; the message callback warned
+! by a restore that falls back from a damaged checkpoint to an older one.
+module f_training_messages
+  use, intrinsic :: iso_c_binding
+  implicit none
+  integer, save :: warnings = 0
+contains
+  subroutine on_message(level, text, user_data) bind(C)
+    integer(c_int), value :: level
+    type(c_ptr), value :: text, user_data
+    if (level == 1 .and. c_associated(text)) warnings = warnings + 1
+  end subroutine on_message
+end module f_training_messages
+
 program test_f_training
 #include "comm.inc"
   use, intrinsic :: iso_c_binding
   use dmuon
   use ftest
+  use f_training_messages
   implicit none
   integer, parameter :: nmicro = 3, nsteps = 3
   COMM_T :: comm
@@ -23,7 +37,9 @@ program test_f_training
   integer(c_int64_t) :: taken
   real(c_double), target :: metrics(2)
   real(c_double) :: reduced(2)
-  integer :: nranks
+  integer :: nranks, pid, unit
+  character(len=128) :: dir
+  character(len=4096) :: zeros
 
   call MPI_Init(MPI_IERR_ONLY)
   comm = MPI_COMM_WORLD
@@ -101,6 +117,31 @@ program test_f_training
   call dmuon_step(manual)
   call dmuon_metrics_get(manual, reduced(1:1))
   call expect(abs(reduced(1) - nranks * (nranks + 1) / 2d0) < 1d-12, "metrics sum")
+
+  ! Two checkpoints, the newer one damaged in its middle: the restore falls
+  ! back to the older one and says so through the callback.
+  pid = 0
+  if (rank == 0) pid = getpid()
+  call MPI_Bcast(pid, 1, MPI_INTEGER, 0, comm MPI_IERR)
+  write (dir, '("f_training_ckpt_",i0)') pid
+  call dmuon_checkpoint_save(manual, trim(dir), 1_c_int64_t)
+  call dmuon_step(manual)
+  call dmuon_checkpoint_save(manual, trim(dir), 2_c_int64_t)
+  if (rank == 0) then
+    zeros = repeat(char(0), len(zeros))
+    open (newunit=unit, file=trim(dir)//"/ckpt_2.h5", access="stream", form="unformatted", status="old")
+    write (unit, pos=8193) zeros
+    close (unit)
+  end if
+  call MPI_Barrier(comm MPI_IERR)
+  call dmuon_context_set_message_callback(ctx, c_funloc(on_message))
+  call dmuon_checkpoint_restore(manual, trim(dir), taken)
+  call expect(taken == 1 .and. warnings == 1, "the fallback restore warned once through the callback")
+  call dmuon_context_set_message_callback(ctx, c_null_funptr)
+  call dmuon_checkpoint_restore(manual, trim(dir), taken)
+  call expect(warnings == 1, "no message without a callback")
+  call MPI_Barrier(comm MPI_IERR)
+  if (rank == 0) call execute_command_line("rm -rf "//trim(dir))
 
   call dmuon_optimizer_destroy(acc)
   call dmuon_optimizer_destroy(manual)
