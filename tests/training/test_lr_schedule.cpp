@@ -3,8 +3,6 @@
 // setter's override, refused schedules, and a run that stops mid-schedule,
 // restores from its checkpoint on one rank and follows the uninterrupted
 // run's rates and losses.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -182,12 +180,9 @@ void run_steps(Model& m, int steps, Trace& trace) {
 TEST(LrSchedule, RestartOnAnotherRankCountFollowsTheUninterruptedRun) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  char dir[256] = "";
-  if (rank == 0) {
-    std::snprintf(dir, sizeof dir, "/tmp/dmuon_lr_schedule_XXXXXX");
-    ASSERT_NE(mkdtemp(dir), nullptr);
-  }
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string path = training::shared_temp_dir("dmuon_lr_schedule_");
+  ASSERT_FALSE(path.empty());
+  const char* dir = path.c_str();
 
   Trace whole;
   {

@@ -1,8 +1,6 @@
 // The message callback: a restore that falls back to an older checkpoint
 // warns, a re-plan of the storage informs, and without a callback nothing is
 // heard.
-#include <unistd.h>
-
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -27,15 +25,11 @@ struct Heard {
 };
 
 TEST(Messages, FallbackWarns) {
-  int rank = 0, world = 1;
+  int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  char dir[256] = "";
-  if (rank == 0) {
-    std::snprintf(dir, sizeof dir, "/tmp/dmuon_messages_XXXXXX");
-    ASSERT_NE(mkdtemp(dir), nullptr);
-  }
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string path = training::shared_temp_dir("dmuon_messages_");
+  ASSERT_FALSE(path.empty());
+  const char* dir = path.c_str();
   {
     Model m(DMUON_OPTIONS_INIT);
     dmuon_checkpoint_options_t co = DMUON_CHECKPOINT_OPTIONS_INIT;

@@ -4,7 +4,11 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "support/reference.hpp"
@@ -80,6 +84,20 @@ struct Model {
 // depends on (step, micro-batch, rank), so ranks and micro-batches differ.
 inline double micro_grad(double param, int step, int micro, int rank, std::size_t k, int64_t i) {
   return param - ref::noise(11, static_cast<uint64_t>(step * 64 + micro * 8 + rank), k, static_cast<uint64_t>(i));
+}
+
+// A fresh directory made by rank 0 (/tmp/<prefix>XXXXXX), named on every
+// rank; "" when it could not be made.
+inline std::string shared_temp_dir(const char* prefix) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  char dir[256] = "";
+  if (rank == 0) {
+    std::snprintf(dir, sizeof dir, "/tmp/%sXXXXXX", prefix);
+    if (!mkdtemp(dir)) dir[0] = '\0';
+  }
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return dir;
 }
 
 }  // namespace training
