@@ -83,6 +83,39 @@ module dmuon
                      view_bf16_1, view_bf16_2, view_bf16_3, view_bf16_4
   end interface
 
+  !> Default kinds: the setters also take a default `real`, and the step
+  !> count, element count and checkpoint step a default `integer`, beside
+  !> real(c_double) and integer(c_int64_t) (default_kinds.inc). A default
+  !> real literal such as 0.01 is rounded to single precision first: write
+  !> 0.01d0 for the exact double.
+  interface dmuon_set_lr
+    module procedure dmuon_set_lr, set_lr_real
+  end interface
+  interface dmuon_set_weight_decay
+    module procedure dmuon_set_weight_decay, set_weight_decay_real
+  end interface
+  interface dmuon_set_betas
+    module procedure dmuon_set_betas, set_betas_real
+  end interface
+  interface dmuon_set_eps
+    module procedure dmuon_set_eps, set_eps_real
+  end interface
+  interface dmuon_set_momentum
+    module procedure dmuon_set_momentum, set_momentum_real
+  end interface
+  interface dmuon_set_max_grad_norm
+    module procedure dmuon_set_max_grad_norm, set_max_grad_norm_real
+  end interface
+  interface dmuon_get_step_count
+    module procedure dmuon_get_step_count, get_step_count_int
+  end interface
+  interface dmuon_param_numel
+    module procedure dmuon_param_numel, param_numel_int
+  end interface
+  interface dmuon_checkpoint_save
+    module procedure dmuon_checkpoint_save, checkpoint_save_int
+  end interface
+
   ! Message of the last failure found by this module itself (not by C); ""
   ! when the last failure came from the C library.
   character(len=:), allocatable, save :: fortran_detail
@@ -706,5 +739,7 @@ contains
     call check(c_dmuon_context_set_message_callback(ctx%ptr, fn, user), ctx%ptr, &
                "dmuon_context_set_message_callback", ierr)
   end subroutine dmuon_context_set_message_callback
+
+#include "default_kinds.inc"
 
 end module dmuon

@@ -4,7 +4,9 @@
 ! learning-rate schedule set from Fortran (the bind(C) mirror's layout
 ! checked by reading it back through C) and the rates of its steps; metrics
 ! averaged and summed across ranks by the step; the message callback warned
-! by a restore that falls back from a damaged checkpoint to an older one.
+! by a restore that falls back from a damaged checkpoint to an older one;
+! setters and queries with default real and integer kinds, and the signal
+! numbers of the module (a SIGUSR1 raised through C reaches the handler).
 module f_training_messages
   use, intrinsic :: iso_c_binding
   implicit none
@@ -37,7 +39,14 @@ program test_f_training
   integer(c_int64_t) :: taken
   real(c_double), target :: metrics(2)
   real(c_double) :: reduced(2)
-  integer :: nranks, pid, unit
+  integer :: nranks, pid, unit, count_default
+  logical :: requested
+  interface
+    integer(c_int) function c_raise(sig) bind(C, name="raise")
+      import :: c_int
+      integer(c_int), value :: sig
+    end function
+  end interface
   character(len=128) :: dir
   character(len=4096) :: zeros
 
@@ -142,6 +151,23 @@ program test_f_training
   call expect(warnings == 1, "no message without a callback")
   call MPI_Barrier(comm MPI_IERR)
   if (rank == 0) call execute_command_line("rm -rf "//trim(dir))
+
+  ! Default kinds: a default real rate, default integer counts.
+  call dmuon_set_lr(manual, DMUON_KIND_ADAM, 0.25)
+  call dmuon_set_max_grad_norm(manual, 2.0)
+  call dmuon_get_options(manual, now)
+  call expect(now%adam_lr == 0.25d0 .and. now%max_grad_norm == 2d0, "setters take a default real")
+  call dmuon_get_step_count(manual, count_default)
+  call dmuon_get_step_count(manual, taken)
+  call expect(count_default == int(taken) .and. count_default > 0, "the step count as a default integer")
+  call dmuon_param_numel(manual, 0, count_default)
+  call expect(count_default == 24, "the element count as a default integer")
+  ! The module's SIGUSR1 is the C library's: raised through C, it reaches the handler.
+  call dmuon_install_signal_handler(ctx, DMUON_SIGUSR1)
+  call expect(c_raise(DMUON_SIGUSR1) == 0, "raise(SIGUSR1)")
+  call dmuon_checkpoint_requested(ctx, requested)
+  call expect(requested, "SIGUSR1 set the checkpoint request")
+  call expect(DMUON_SIGTERM /= DMUON_SIGUSR1 .and. DMUON_SIGTERM > 0, "SIGTERM is a distinct signal number")
 
   call dmuon_optimizer_destroy(acc)
   call dmuon_optimizer_destroy(manual)
