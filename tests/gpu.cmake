@@ -65,3 +65,5 @@ add_test(NAME test_cuda_vs_torch
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/torch_compare.sh $<TARGET_FILE:torch_compare_dump>
                  ${CMAKE_CURRENT_BINARY_DIR}/torch_compare)
 set_tests_properties(test_cuda_vs_torch PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${DMUON_TEST_ENV}" TIMEOUT 300)
+# Accumulation, device metrics and schedules on the GPU, eager and whole-step graph (issue 21).
+dmuon_add_gpu_test(test_cuda_training gpu/test_cuda_training.cpp)
