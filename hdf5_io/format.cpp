@@ -215,6 +215,71 @@ void apply_restored_options(dmuon_options_t& into, const dmuon_options_t& saved)
   }
 }
 
+// ------------------------------------------------------------------ learning-rate schedules
+namespace {
+const char* const kScheduleGroups[2] = {"muon", "adam"};  // by dmuon_kind_t
+
+// One schedule as its attributes, in a fixed order (part of the checksum).
+struct ScheduleAttrs {
+  std::vector<std::pair<std::string, int64_t>> ints;
+  std::vector<std::pair<std::string, double>> reals;
+};
+ScheduleAttrs schedule_attrs(const LrSchedule& s, const std::string& group) {
+  const dmuon_lr_schedule_t& x = s.spec;
+  return {{{group + ".kind", x.kind},
+           {group + ".warmup_steps", x.warmup_steps},
+           {group + ".total_steps", x.total_steps},
+           {group + ".step_size", x.step_size},
+           {group + ".steps", s.steps}},
+          {{group + ".base_lr", x.base_lr},
+           {group + ".final_lr", x.final_lr},
+           {group + ".power", x.power},
+           {group + ".gamma", x.gamma}}};
+}
+
+void write_lr_schedules(hid_t file, hid_t gcpl, const Metadata& m) {
+  H5Id g = h5_group(H5Gcreate2(file, kLrScheduleGroup, H5P_DEFAULT, gcpl, H5P_DEFAULT), DMUON_ERR_IO,
+                    "cannot create /lr_schedule");
+  for (int k = 0; k < 2; ++k) {
+    if (!m.lr_schedules[static_cast<std::size_t>(k)]) continue;
+    const ScheduleAttrs a = schedule_attrs(*m.lr_schedules[static_cast<std::size_t>(k)], kScheduleGroups[k]);
+    for (const auto& [name, v] : a.ints) write_attr_i64(g, name, v);
+    for (const auto& [name, v] : a.reals) write_attr_f64(g, name, v);
+  }
+}
+
+// A group's schedule is there when its kind attribute is; its values must
+// make a valid schedule, or the file is refused as damaged.
+void read_lr_schedules(hid_t file, Metadata& m) {
+  constexpr int bad = DMUON_ERR_CHECKPOINT_CORRUPT;
+  m.has_lr_schedules = H5Lexists(file, kLrScheduleGroup, H5P_DEFAULT) > 0;
+  if (!m.has_lr_schedules) return;
+  H5Id g = h5_group(H5Gopen2(file, kLrScheduleGroup, H5P_DEFAULT), bad, "cannot open /lr_schedule");
+  for (int k = 0; k < 2; ++k) {
+    const std::string group = kScheduleGroups[k];
+    if (!has_attr(g, group + ".kind")) continue;
+    LrSchedule s;
+    s.spec = dmuon_lr_schedule_t DMUON_LR_SCHEDULE_INIT;
+    s.spec.kind = static_cast<int>(read_attr_i64(g, group + ".kind", bad));
+    s.spec.warmup_steps = read_attr_i64(g, group + ".warmup_steps", bad);
+    s.spec.total_steps = read_attr_i64(g, group + ".total_steps", bad);
+    s.spec.step_size = read_attr_i64(g, group + ".step_size", bad);
+    s.steps = read_attr_i64(g, group + ".steps", bad);
+    s.spec.base_lr = read_attr_f64(g, group + ".base_lr", bad);
+    s.spec.final_lr = read_attr_f64(g, group + ".final_lr", bad);
+    s.spec.power = read_attr_f64(g, group + ".power", bad);
+    s.spec.gamma = read_attr_f64(g, group + ".gamma", bad);
+    try {
+      validate_lr_schedule(s.spec, "/lr_schedule");
+    } catch (const Error& e) {
+      fail(bad, std::string("the saved learning-rate schedule is invalid: ") + e.what());
+    }
+    require(s.spec.base_lr >= 0 && s.steps >= 0, bad, "the saved " + group + " schedule has a negative base_lr or step");
+    m.lr_schedules[static_cast<std::size_t>(k)] = s;
+  }
+}
+}  // namespace
+
 uint32_t metadata_crc(const Metadata& m) {
   std::string s;
   append(s, "format", kFormatName);
@@ -231,6 +296,13 @@ uint32_t metadata_crc(const Metadata& m) {
     append(s, std::string("hyperparameters/") + f.name,
            f.is_int ? std::to_string(int_field(o, f)) : bits(f64_field(o, f)));
   for (const auto& [key, value] : m.user) append(s, "user_attributes/" + key, value);  // std::map: sorted bytes
+  // Only present schedules add bytes, so the checksum of an older file is unchanged.
+  for (int k = 0; k < 2; ++k) {
+    if (!m.lr_schedules[static_cast<std::size_t>(k)]) continue;
+    const ScheduleAttrs a = schedule_attrs(*m.lr_schedules[static_cast<std::size_t>(k)], kScheduleGroups[k]);
+    for (const auto& [name, v] : a.ints) append(s, std::string("lr_schedule/") + name, std::to_string(v));
+    for (const auto& [name, v] : a.reals) append(s, std::string("lr_schedule/") + name, bits(v));
+  }
   return crc32c(s.data(), s.size());
 }
 
@@ -259,6 +331,7 @@ void write_metadata(hid_t file, const Metadata& m) {
   H5Id user = h5_group(H5Gcreate2(file, kUserGroup, H5P_DEFAULT, gcpl, H5P_DEFAULT), DMUON_ERR_IO,
                        "cannot create /user_attributes");
   for (const auto& [key, value] : m.user) write_attr_str(user, key, value);
+  write_lr_schedules(file, gcpl, m);
 }
 
 namespace {
@@ -298,6 +371,7 @@ Metadata read_metadata_fields(hid_t file) {
   h5_require(H5Aiterate2(user, H5_INDEX_NAME, H5_ITER_INC, &at, collect_attr_name, &keys) >= 0, bad,
              "cannot list /user_attributes");
   for (const std::string& k : keys) m.user[k] = read_attr_str(user, k, bad);
+  read_lr_schedules(file, m);
   return m;
 }
 

@@ -13,10 +13,12 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/lr_schedule.hpp"
 #include "core/registry.hpp"
 
 namespace dmuon::ckpt {
@@ -29,6 +31,10 @@ constexpr const char* kIndexPath = "/index";
 constexpr const char* kAdamStepPath = "/adam/step";
 constexpr const char* kHyperGroup = "/hyperparameters";
 constexpr const char* kUserGroup = "/user_attributes";
+// Learning-rate schedules: attributes "<group>.<field>" (group muon or adam).
+// Written by every save, empty when no group has one; files written before
+// schedules existed lack the group.
+constexpr const char* kLrScheduleGroup = "/lr_schedule";
 constexpr const char* kCrcAttr = "crc32c";
 // Elements per chunk of a data dataset: 4 MiB of fp32, large enough that
 // per-chunk costs vanish, small enough that fletcher32 localises damage.
@@ -99,6 +105,8 @@ struct Metadata {
   std::string kernel_choices;
   dmuon_options_t options{};
   std::map<std::string, std::string> user;
+  bool has_lr_schedules = false;  // false: an older file, the restore keeps the caller's schedules
+  std::array<std::optional<LrSchedule>, 2> lr_schedules;  // by dmuon_kind_t
 };
 // The hyper-parameters that a restore applies (the optimisation state);
 // backend and run-environment options (cuda_*, timeouts) stay the caller's.

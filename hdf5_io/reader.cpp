@@ -559,12 +559,16 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
   stats.steps_taken = r.meta.optimizer_step;
   b.upload(opt.stats(), &stats, sizeof stats);
   opt.set_options(r.options);
+  if (r.meta.has_lr_schedules) opt.install_lr_schedules(r.meta.lr_schedules);
 
   auto& info = opt.restored_attributes;
   info = r.meta.user;
   const std::string p = kReservedPrefix;
   info[p + "file"] = path;
   info[p + "fallback"] = fallback;
+  if (!fallback.empty())
+    b.message(DMUON_MESSAGE_WARNING, "dmuon_checkpoint_restore: restored the older checkpoint " + path +
+                                         " after refusing newer ones: " + fallback);
   info[p + "plan"] = r.replayed ? "replayed" : "replanned";
   info[p + "saved_world_size"] = std::to_string(r.meta.world_size);
   info[p + "user_step"] = std::to_string(r.meta.user_step);

@@ -6,6 +6,7 @@
 #include <future>
 #include <set>
 #include <system_error>
+#include <type_traits>
 
 #include "atomic_files.hpp"
 #include "checkpoint.hpp"
@@ -142,6 +143,10 @@ Metadata agreed_metadata(const Optimizer& opt, MPI_Comm comm, int64_t user_step)
   m.options = opt.options();
   check_mpi(MPI_Bcast(&m.optimizer_step, 1, MPI_INT64_T, 0, comm), "MPI_Bcast (step)");
   check_mpi(MPI_Bcast(&m.options, sizeof m.options, MPI_BYTE, 0, comm), "MPI_Bcast (options)");
+  static_assert(std::is_trivially_copyable_v<decltype(m.lr_schedules)>, "broadcast as bytes");
+  m.has_lr_schedules = true;
+  m.lr_schedules = opt.lr_schedules();
+  check_mpi(MPI_Bcast(&m.lr_schedules, sizeof m.lr_schedules, MPI_BYTE, 0, comm), "MPI_Bcast (schedules)");
   // Kernel choices are made per rank for the shapes it owns: keep every
   // distinct line, sorted, so the text does not depend on the world size.
   std::set<std::string> lines;

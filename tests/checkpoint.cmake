@@ -90,3 +90,10 @@ dmuon_add_mpi_test(NAME checkpoint_crash2_verify COMMAND ckpt_tool crash-verify-
                    LABELS checkpoint)
 set_tests_properties(checkpoint_crash2_verify_np1 PROPERTIES
                      FIXTURES_REQUIRED "checkpoint_crash2_prepared;checkpoint_crash2_killed")
+
+# The installed checkpoint tool (hdf5_io/tool): list, verify, diff, export.
+add_test(NAME checkpoint_dmuon_ckpt_tool
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/dmuon_ckpt_test.sh $<TARGET_FILE:dmuon_ckpt>
+                 $<TARGET_FILE:ckpt_tool> ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/dmuon_ckpt_tool)
+set_tests_properties(checkpoint_dmuon_ckpt_tool PROPERTIES LABELS checkpoint ENVIRONMENT "${DMUON_TEST_ENV}"
+                     PROCESSORS 2 TIMEOUT 300)

@@ -10,7 +10,7 @@ target_include_directories(dmuon_ftest PUBLIC ${CMAKE_CURRENT_BINARY_DIR}/fmod/s
 target_link_libraries(dmuon_ftest PUBLIC MPI::MPI_Fortran)
 
 set(fortran_ckpt_dir ${CMAKE_CURRENT_BINARY_DIR}/fortran_checkpoints)
-foreach(name IN ITEMS registration step checkpoint)
+foreach(name IN ITEMS registration step checkpoint training)
   foreach(flavour IN ITEMS mpi f08)
     set(target test_f_${name}_${flavour})
     add_executable(${target} fortran/test_f_${name}.F90)

@@ -129,3 +129,5 @@ foreach(n 1 2)
   set_tests_properties(test_cuda_vs_torch_np${n} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${DMUON_TEST_ENV}"
                        TIMEOUT 300)
 endforeach()
+# Accumulation, device metrics and schedules on the GPU, eager and whole-step graph.
+dmuon_add_gpu_test(test_cuda_training gpu/test_cuda_training.cpp)

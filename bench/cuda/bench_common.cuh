@@ -3,6 +3,7 @@
 // the optimizer's stream. Results are printed as "RESULT <key> <value>" lines
 // that scripts/gpu_check.sh gathers into its table.
 #pragma once
+#include <functional>
 #include <cuda_runtime.h>
 #include <mpi.h>
 
@@ -81,14 +82,20 @@ struct Run {
     dmuon_context_destroy(&ctx);
     cudaStreamDestroy(stream);
   }
+  // Called before every timed or warm-up step (for example a metrics submission).
+  std::function<void()> before_step;
+  void step() {
+    if (before_step) before_step();
+    check(dmuon_step(opt), "dmuon_step", ctx);
+  }
   // GPU milliseconds per step over `iters` steps after `warm` steps.
   double ms_per_step(int warm, int iters) {
-    for (int i = 0; i < warm; ++i) check(dmuon_step(opt), "dmuon_step", ctx);
+    for (int i = 0; i < warm; ++i) step();
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     cuda(cudaEventRecord(a, stream), "cudaEventRecord");
-    for (int i = 0; i < iters; ++i) check(dmuon_step(opt), "dmuon_step", ctx);
+    for (int i = 0; i < iters; ++i) step();
     cuda(cudaEventRecord(b, stream), "cudaEventRecord");
     cuda(cudaEventSynchronize(b), "cudaEventSynchronize");
     float ms = 0;
@@ -124,7 +131,7 @@ inline double Run::host_us_per_step(int calls) {
   cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
   hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) check(dmuon_step(opt), "dmuon_step", ctx);
+  for (int i = 0; i < calls; ++i) step();
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
   *reinterpret_cast<volatile int*>(flag) = 1;
   cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
@@ -144,7 +151,7 @@ inline Run::HostCost Run::host_cost(int calls, int rounds) {
     hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
     for (int i = 0; i < calls; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      check(dmuon_step(opt), "dmuon_step", ctx);
+      step();
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       all.push_back(us);
       c.mean_us += us;

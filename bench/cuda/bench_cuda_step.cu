@@ -1,6 +1,9 @@
 // A whole optimizer step for a GPT-2-small-like set (48 Muon matrices, 98
 // small Adam tensors, fp32 parameters) on one GPU: eager, per-shape graphs,
 // and the whole-step graph; plus the host cost of a replayed whole step.
+// Each mode runs twice in the same process: plain, and "_training" with a
+// learning-rate schedule on both groups and two metrics submitted (from
+// device memory) before every step, to show what those cost.
 // bench_torch_step.py times torch.optim.Muon + fused AdamW on the same set.
 #include <boost/program_options.hpp>
 #include <iostream>
@@ -26,15 +29,33 @@ int main(int argc, char** argv) {
     const char* tag;
     int graphs, step_graph;
   };
+  double* metrics = nullptr;  // two doubles of device memory: a loss and a count
+  bench::cuda(cudaMalloc(&metrics, 2 * sizeof(double)), "cudaMalloc (metrics)");
+  bench::cuda(cudaMemset(metrics, 0, 2 * sizeof(double)), "cudaMemset (metrics)");
   for (const Mode m : {Mode{"eager", 0, 0}, Mode{"shape_graphs", 1, 0}, Mode{"step_graph", 1, 1}}) {
-    dmuon_options_t o = DMUON_OPTIONS_INIT;
-    o.cuda_graphs = m.graphs;
-    o.cuda_step_graph = m.step_graph;
-    o.max_grad_norm = 1.0;  // clipping on: the norm is part of the step
-    bench::Run run(set, o);
-    bench::result(std::string("step_") + m.tag + "_ms", run.ms_per_step(3, iters));
-    bench::result(std::string("step_") + m.tag + "_host_us", run.host_us_per_step(6));
+    for (const bool training : {false, true}) {
+      dmuon_options_t o = DMUON_OPTIONS_INIT;
+      o.cuda_graphs = m.graphs;
+      o.cuda_step_graph = m.step_graph;
+      o.max_grad_norm = 1.0;  // clipping on: the norm is part of the step
+      bench::Run run(set, o);
+      if (training) {
+        dmuon_lr_schedule_t s = DMUON_LR_SCHEDULE_INIT;
+        s.kind = DMUON_LR_COSINE;
+        s.warmup_steps = 5;
+        s.total_steps = 1000;
+        bench::check(dmuon_set_lr_schedule(run.opt, DMUON_KIND_MUON, &s), "dmuon_set_lr_schedule", run.ctx);
+        bench::check(dmuon_set_lr_schedule(run.opt, DMUON_KIND_ADAM, &s), "dmuon_set_lr_schedule", run.ctx);
+        run.before_step = [&run, metrics] {
+          bench::check(dmuon_metrics_submit(run.opt, 2, metrics, DMUON_METRICS_MEAN), "dmuon_metrics_submit", run.ctx);
+        };
+      }
+      const std::string tag = std::string("step_") + m.tag + (training ? "_training" : "");
+      bench::result(tag + "_ms", run.ms_per_step(3, iters));
+      bench::result(tag + "_host_us", run.host_us_per_step(6));
+    }
   }
+  cudaFree(metrics);
   MPI_Finalize();
   return 0;
 }

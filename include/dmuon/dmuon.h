@@ -383,6 +383,141 @@ int dmuon_request_checkpoint(dmuon_context_t ctx);
 int dmuon_checkpoint_requested(dmuon_context_t ctx, int *requested);
 /**@}*/
 
+/* ------------------------------------------------------------------------- */
+/** @name Gradients and accumulation */
+/**@{*/
+/**
+ * Zero every parameter's gradient view (the library's gradient buffers; arrays
+ * given to dmuon_set_external_grad() are the caller's) and start a new
+ * accumulation cycle: micro-batches counted so far are dropped. Local, not
+ * collective. On a GPU backend it waits for the device's queued work.
+ */
+int dmuon_zero_grad(dmuon_optimizer_t opt);
+/**
+ * Accumulate gradients over @p micro_batches calls of dmuon_step() (1, the
+ * default, turns accumulation off). The first micro_batches - 1 calls of each
+ * cycle only count: nothing is communicated or updated, and the caller adds
+ * (+=) each micro-batch's gradient into the gradient views. The last call
+ * reduces once and steps with the gradient (sum of the views) / micro_batches,
+ * averaged over the ranks: the mean over every rank's micro-batches. That
+ * call then zeroes the gradient views, so the next cycle starts from zero.
+ * Refused (::DMUON_ERR_INVALID_VALUE) in the middle of a cycle. Every rank
+ * sets the same value.
+ */
+int dmuon_set_grad_accumulation(dmuon_optimizer_t opt, int micro_batches);
+/**
+ * The accumulation setting and the micro-batches counted in the current cycle
+ * (0 right after a step). Either pointer may be NULL.
+ */
+int dmuon_get_grad_accumulation(dmuon_optimizer_t opt, int *micro_batches, int *pending);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Learning-rate schedules */
+/**@{*/
+/** Shape of a learning-rate schedule after its (optional) linear warm-up. */
+typedef enum dmuon_lr_schedule_kind_e {
+  DMUON_LR_CONSTANT = 0,   /**< base_lr. */
+  DMUON_LR_LINEAR = 1,     /**< straight from base_lr to final_lr at total_steps. */
+  DMUON_LR_COSINE = 2,     /**< half a cosine from base_lr to final_lr at total_steps. */
+  DMUON_LR_STEP = 3,       /**< base_lr * gamma^floor(s / step_size). */
+  DMUON_LR_POLYNOMIAL = 4  /**< final_lr + (base_lr - final_lr) * (1 - s / d)^power. */
+} dmuon_lr_schedule_kind_t;
+
+/**
+ * A learning-rate schedule of one group. Start from ::DMUON_LR_SCHEDULE_INIT.
+ * At the optimizer's t-th step under the schedule (t = 0, 1, ...), with
+ * W = warmup_steps: for t < W the rate is base_lr * (t + 1) / W; after it,
+ * with s = t - W and d = total_steps - W, the rate follows @c kind, and stays
+ * at final_lr once s >= d (linear, cosine, polynomial).
+ */
+typedef struct dmuon_lr_schedule_s {
+  size_t struct_size;   /**< sizeof(dmuon_lr_schedule_t), set by the initialiser. */
+  uint32_t magic;       /**< ::DMUON_OPTIONS_MAGIC. */
+  uint32_t version;     /**< ::DMUON_OPTIONS_VERSION. */
+  int kind;             /**< a ::dmuon_lr_schedule_kind_t (default ::DMUON_LR_CONSTANT). */
+  double base_lr;       /**< the rate reached after warm-up; < 0: the group's rate when the schedule is set (default -1). */
+  int64_t warmup_steps; /**< linear warm-up steps, 0 for none (default 0). */
+  int64_t total_steps;  /**< linear, cosine, polynomial: the step (warm-up included) where final_lr is reached. */
+  double final_lr;      /**< linear, cosine, polynomial: the rate at the end (default 0). */
+  double power;         /**< polynomial: the exponent (default 1). */
+  int64_t step_size;    /**< step: steps between two decays (default 1). */
+  double gamma;         /**< step: the factor of each decay (default 0.1). */
+} dmuon_lr_schedule_t;
+
+/** Initialiser holding every default. */
+#define DMUON_LR_SCHEDULE_INIT \
+  { sizeof(dmuon_lr_schedule_t), DMUON_OPTIONS_MAGIC, DMUON_OPTIONS_VERSION, DMUON_LR_CONSTANT, -1.0, 0, 0, 0.0, 1.0, 1, 0.1 }
+
+/**
+ * Give group @p kind (::dmuon_kind_t) a learning-rate schedule, starting at
+ * its step 0 with the next dmuon_step(). Each step that updates (the last
+ * call of an accumulation cycle) computes the rate on the host from the
+ * schedule's step count, into the scalars the step uploads anyway, and
+ * advances the count (a step skipped for a non-finite gradient counts too).
+ * dmuon_get_options() shows the rate of the last step. dmuon_set_lr() on the
+ * group removes its schedule (the set rate holds from then on); so does a
+ * NULL @p schedule (the rate stays where the schedule left it). Checkpoints
+ * save and restore schedules with their counts. Every rank sets the same.
+ */
+int dmuon_set_lr_schedule(dmuon_optimizer_t opt, int kind, const dmuon_lr_schedule_t *schedule);
+/**
+ * The schedule of group @p kind and the steps taken under it (either pointer
+ * may be NULL); ::DMUON_ERR_NOT_FOUND when the group has none.
+ */
+int dmuon_get_lr_schedule(dmuon_optimizer_t opt, int kind, dmuon_lr_schedule_t *schedule, int64_t *steps);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Metrics reduced with the step */
+/**@{*/
+/** Most values one dmuon_metrics_submit() may carry. */
+#define DMUON_MAX_METRICS 32
+/** How submitted metrics combine across ranks. */
+typedef enum dmuon_metrics_op_e {
+  DMUON_METRICS_SUM = 0, /**< the sum over ranks. */
+  DMUON_METRICS_MEAN = 1 /**< the sum over ranks divided by their number. */
+} dmuon_metrics_op_t;
+/**
+ * Have the next dmuon_step() that updates (the last call of an accumulation
+ * cycle) reduce @p n doubles across ranks with @p op, in the step's own
+ * queue: a loss, an error norm, a sample count. @p values is in the
+ * backend's memory (host for "cpu", device for "cuda", for example a loss a
+ * kernel wrote) and is read by that step, so it must stay valid and unchanged
+ * until the step has run (on a GPU: until the step's work has executed).
+ * A later submission before the step replaces this one. Every rank submits
+ * the same @p n and @p op. n: 1..::DMUON_MAX_METRICS.
+ */
+int dmuon_metrics_submit(dmuon_optimizer_t opt, int n, const double *values, int op);
+/**
+ * The metrics reduced by the last step that carried a submission, into
+ * @p values (host memory) of @p n <= the number submitted. Like
+ * dmuon_get_clip_stats(), on a GPU backend this waits for the device: read
+ * them on your own schedule. ::DMUON_ERR_NOT_FOUND before any such step.
+ */
+int dmuon_metrics_get(dmuon_optimizer_t opt, int n, double *values);
+/**@}*/
+
+/* ------------------------------------------------------------------------- */
+/** @name Messages */
+/**@{*/
+/** Level of a message passed to a ::dmuon_message_fn. */
+typedef enum dmuon_message_level_e {
+  DMUON_MESSAGE_INFO = 0,   /**< something worth knowing (a re-plan of the storage). */
+  DMUON_MESSAGE_WARNING = 1 /**< the library chose a slower or older path (a graph capture that fell back
+                                 to eager, a restore that fell back to an older checkpoint). */
+} dmuon_message_level_t;
+/** A message callback: @p text is valid during the call only. */
+typedef void (*dmuon_message_fn)(int level, const char *text, void *user_data);
+/**
+ * Hear the library's messages on this context and its optimizers: @p fn is
+ * called on the thread of the dmuon call that has something to say, during
+ * that call; it must not call dmuon. NULL @p fn stops the messages (the
+ * default: the library never prints).
+ */
+int dmuon_context_set_message_callback(dmuon_context_t ctx, dmuon_message_fn fn, void *user_data);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

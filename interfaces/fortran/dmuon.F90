@@ -52,6 +52,20 @@ module dmuon
             dmuon_checkpoint_save, dmuon_checkpoint_restore, dmuon_checkpoint_set_attribute, &
             dmuon_checkpoint_get_attribute, dmuon_install_signal_handler, dmuon_request_checkpoint, &
             dmuon_checkpoint_requested
+  ! Gradients and accumulation, schedules, metrics (issue 21).
+  public :: dmuon_zero_grad, dmuon_set_grad_accumulation, dmuon_get_grad_accumulation
+  public :: dmuon_lr_schedule, DMUON_LR_CONSTANT, DMUON_LR_LINEAR, DMUON_LR_COSINE, DMUON_LR_STEP, &
+            DMUON_LR_POLYNOMIAL, dmuon_set_lr_schedule, dmuon_get_lr_schedule
+  public :: DMUON_METRICS_SUM, DMUON_METRICS_MEAN, DMUON_MAX_METRICS, dmuon_metrics_submit, dmuon_metrics_get
+  public :: DMUON_MESSAGE_INFO, DMUON_MESSAGE_WARNING, dmuon_context_set_message_callback
+
+  !> Metrics reduced with the next updating step: a real(c_double) array
+  !> (host memory: the "cpu" backend), or a type(c_ptr) to n doubles of
+  !> backend memory (device memory for "cuda"). The step reads them: the
+  !> array must be a variable that lives, unchanged, until the step has run.
+  interface dmuon_metrics_submit
+    module procedure metrics_submit_array, metrics_submit_ptr
+  end interface
 
   !> Communicators from `use mpi` (integer) and `use mpi_f08` (type(MPI_Comm)).
   interface dmuon_context_create
@@ -67,6 +81,39 @@ module dmuon
   interface dmuon_param_view
     module procedure view_f32_1, view_f32_2, view_f32_3, view_f32_4, &
                      view_bf16_1, view_bf16_2, view_bf16_3, view_bf16_4
+  end interface
+
+  !> Default kinds: the setters also take a default `real`, and the step
+  !> count, element count and checkpoint step a default `integer`, beside
+  !> real(c_double) and integer(c_int64_t) (default_kinds.inc). A default
+  !> real literal such as 0.01 is rounded to single precision first: write
+  !> 0.01d0 for the exact double.
+  interface dmuon_set_lr
+    module procedure dmuon_set_lr, set_lr_real
+  end interface
+  interface dmuon_set_weight_decay
+    module procedure dmuon_set_weight_decay, set_weight_decay_real
+  end interface
+  interface dmuon_set_betas
+    module procedure dmuon_set_betas, set_betas_real
+  end interface
+  interface dmuon_set_eps
+    module procedure dmuon_set_eps, set_eps_real
+  end interface
+  interface dmuon_set_momentum
+    module procedure dmuon_set_momentum, set_momentum_real
+  end interface
+  interface dmuon_set_max_grad_norm
+    module procedure dmuon_set_max_grad_norm, set_max_grad_norm_real
+  end interface
+  interface dmuon_get_step_count
+    module procedure dmuon_get_step_count, get_step_count_int
+  end interface
+  interface dmuon_param_numel
+    module procedure dmuon_param_numel, param_numel_int
+  end interface
+  interface dmuon_checkpoint_save
+    module procedure dmuon_checkpoint_save, checkpoint_save_int
   end interface
 
   ! Message of the last failure found by this module itself (not by C); ""
@@ -580,5 +627,126 @@ contains
     call check(c_dmuon_checkpoint_requested(ctx%ptr, r), ctx%ptr, "dmuon_checkpoint_requested", ierr)
     requested = r /= 0
   end subroutine dmuon_checkpoint_requested
+
+  ! ------------------------------------------------------------- gradients and accumulation
+
+  !> Zero every gradient view and start a new accumulation cycle.
+  subroutine dmuon_zero_grad(opt, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_zero_grad(opt%ptr), opt%ctx, "dmuon_zero_grad", ierr)
+  end subroutine dmuon_zero_grad
+
+  !> Step once every micro_batches calls of dmuon_step, on the mean of the
+  !> gradients added (+=) into the views meanwhile.
+  subroutine dmuon_set_grad_accumulation(opt, micro_batches, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(in) :: micro_batches
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_set_grad_accumulation(opt%ptr, int(micro_batches, c_int)), opt%ctx, &
+               "dmuon_set_grad_accumulation", ierr)
+  end subroutine dmuon_set_grad_accumulation
+
+  subroutine dmuon_get_grad_accumulation(opt, micro_batches, pending, ierr)
+    type(dmuon_optimizer), intent(in) :: opt
+    integer, intent(out), optional :: micro_batches, pending
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: every, counted, status
+    every = 1; counted = 0
+    status = c_dmuon_get_grad_accumulation(opt%ptr, every, counted)
+    if (present(micro_batches)) micro_batches = every
+    if (present(pending)) pending = counted
+    call check(status, opt%ctx, "dmuon_get_grad_accumulation", ierr)
+  end subroutine dmuon_get_grad_accumulation
+
+  ! ------------------------------------------------------------- learning-rate schedules
+
+  !> Give group `kind` a schedule; without `schedule`, remove the group's.
+  subroutine dmuon_set_lr_schedule(opt, kind, schedule, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(in) :: kind
+    type(dmuon_lr_schedule), intent(in), optional, target :: schedule
+    integer, intent(out), optional :: ierr
+    type(dmuon_lr_schedule), target :: s
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (present(schedule)) then
+      s = schedule
+      s%struct_size = c_sizeof(s)
+      p = c_loc(s)
+    end if
+    call check(c_dmuon_set_lr_schedule(opt%ptr, int(kind, c_int), p), opt%ctx, "dmuon_set_lr_schedule", ierr)
+  end subroutine dmuon_set_lr_schedule
+
+  !> The schedule of group `kind` and the steps taken under it;
+  !> DMUON_ERR_NOT_FOUND when the group has none.
+  subroutine dmuon_get_lr_schedule(opt, kind, schedule, steps, ierr)
+    type(dmuon_optimizer), intent(in) :: opt
+    integer, intent(in) :: kind
+    type(dmuon_lr_schedule), intent(out), optional :: schedule
+    integer(c_int64_t), intent(out), optional :: steps
+    integer, intent(out), optional :: ierr
+    type(dmuon_lr_schedule) :: s
+    integer(c_int64_t) :: n
+    integer(c_int) :: status
+    n = 0
+    status = c_dmuon_get_lr_schedule(opt%ptr, int(kind, c_int), s, n)
+    if (present(schedule)) schedule = s
+    if (present(steps)) steps = n
+    call check(status, opt%ctx, "dmuon_get_lr_schedule", ierr)
+  end subroutine dmuon_get_lr_schedule
+
+  ! ------------------------------------------------------------- metrics
+
+  subroutine metrics_submit_array(opt, values, op, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    real(c_double), intent(in), target, contiguous :: values(:)
+    integer, intent(in) :: op
+    integer, intent(out), optional :: ierr
+    call metrics_submit_ptr(opt, size(values), c_loc(values), op, ierr)
+  end subroutine metrics_submit_array
+
+  subroutine metrics_submit_ptr(opt, n, values, op, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(in) :: n
+    type(c_ptr), intent(in) :: values
+    integer, intent(in) :: op
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_metrics_submit(opt%ptr, int(n, c_int), values, int(op, c_int)), opt%ctx, &
+               "dmuon_metrics_submit", ierr)
+  end subroutine metrics_submit_ptr
+
+  !> The metrics of the last step that reduced some, size(values) of them.
+  subroutine dmuon_metrics_get(opt, values, ierr)
+    type(dmuon_optimizer), intent(in) :: opt
+    real(c_double), intent(out) :: values(:)
+    integer, intent(out), optional :: ierr
+    real(c_double) :: buf(max(1, size(values)))
+    integer(c_int) :: status
+    buf = 0
+    status = c_dmuon_metrics_get(opt%ptr, int(size(values), c_int), buf)
+    values = buf(1:size(values))
+    call check(status, opt%ctx, "dmuon_metrics_get", ierr)
+  end subroutine dmuon_metrics_get
+
+  ! ------------------------------------------------------------- messages
+
+  !> Hear the library's messages: `fn` is c_funloc of a bind(C) subroutine
+  !> `(integer(c_int), value :: level; type(c_ptr), value :: text;
+  !> type(c_ptr), value :: user_data)`, text a NUL-terminated C string valid
+  !> during the call; c_null_funptr stops them.
+  subroutine dmuon_context_set_message_callback(ctx, fn, user_data, ierr)
+    type(dmuon_context), intent(inout) :: ctx
+    type(c_funptr), intent(in) :: fn
+    type(c_ptr), intent(in), optional :: user_data
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: user
+    user = c_null_ptr
+    if (present(user_data)) user = user_data
+    call check(c_dmuon_context_set_message_callback(ctx%ptr, fn, user), ctx%ptr, &
+               "dmuon_context_set_message_callback", ierr)
+  end subroutine dmuon_context_set_message_callback
+
+#include "default_kinds.inc"
 
 end module dmuon

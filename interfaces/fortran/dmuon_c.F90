@@ -76,6 +76,32 @@ module dmuon_c
             c_dmuon_param_owner, c_dmuon_state_bytes, c_dmuon_checkpoint_save, c_dmuon_checkpoint_restore, &
             c_dmuon_checkpoint_set_attribute, c_dmuon_checkpoint_get_attribute, &
             c_dmuon_install_signal_handler, c_dmuon_request_checkpoint, c_dmuon_checkpoint_requested
+  ! Gradients and accumulation, schedules, metrics (issue 21).
+  public :: c_dmuon_zero_grad, c_dmuon_set_grad_accumulation, c_dmuon_get_grad_accumulation
+  public :: c_dmuon_set_lr_schedule, c_dmuon_get_lr_schedule
+  public :: c_dmuon_metrics_submit, c_dmuon_metrics_get
+  public :: c_dmuon_context_set_message_callback
+  integer(c_int), parameter, public :: DMUON_MESSAGE_INFO = 0, DMUON_MESSAGE_WARNING = 1
+  integer(c_int), parameter, public :: DMUON_METRICS_SUM = 0, DMUON_METRICS_MEAN = 1, DMUON_MAX_METRICS = 32
+
+  integer(c_int), parameter, public :: DMUON_LR_CONSTANT = 0, DMUON_LR_LINEAR = 1, DMUON_LR_COSINE = 2, &
+                                       DMUON_LR_STEP = 3, DMUON_LR_POLYNOMIAL = 4
+
+  !> Mirror of dmuon_lr_schedule_t, defaults of DMUON_LR_SCHEDULE_INIT
+  !> (struct_size filled by the wrappers).
+  type, bind(C), public :: dmuon_lr_schedule
+    integer(c_size_t) :: struct_size = 0
+    integer(c_int32_t) :: magic = DMUON_OPTIONS_MAGIC
+    integer(c_int32_t) :: version = DMUON_OPTIONS_VERSION
+    integer(c_int) :: kind = DMUON_LR_CONSTANT
+    real(c_double) :: base_lr = -1
+    integer(c_int64_t) :: warmup_steps = 0
+    integer(c_int64_t) :: total_steps = 0
+    real(c_double) :: final_lr = 0
+    real(c_double) :: power = 1
+    integer(c_int64_t) :: step_size = 1
+    real(c_double) :: gamma = 0.1d0
+  end type dmuon_lr_schedule
 
   interface
     integer(c_int) function c_dmuon_get_version(major, minor, patch) bind(C, name="dmuon_get_version")
@@ -279,6 +305,59 @@ module dmuon_c
       import :: c_int, c_ptr
       type(c_ptr), value :: ctx
       integer(c_int), intent(out) :: requested
+    end function
+    ! ----------------------------------------------------------- gradients and accumulation
+    integer(c_int) function c_dmuon_zero_grad(opt) bind(C, name="dmuon_zero_grad")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+    end function
+    integer(c_int) function c_dmuon_set_grad_accumulation(opt, micro_batches) &
+        bind(C, name="dmuon_set_grad_accumulation")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: micro_batches
+    end function
+    integer(c_int) function c_dmuon_get_grad_accumulation(opt, micro_batches, pending) &
+        bind(C, name="dmuon_get_grad_accumulation")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), intent(out) :: micro_batches, pending
+    end function
+    ! ----------------------------------------------------------- learning-rate schedules
+    integer(c_int) function c_dmuon_set_lr_schedule(opt, kind, schedule) bind(C, name="dmuon_set_lr_schedule")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: kind
+      type(c_ptr), value :: schedule
+    end function
+    integer(c_int) function c_dmuon_get_lr_schedule(opt, kind, schedule, steps) bind(C, name="dmuon_get_lr_schedule")
+      import :: c_int, c_ptr, c_int64_t, dmuon_lr_schedule
+      type(c_ptr), value :: opt
+      integer(c_int), value :: kind
+      type(dmuon_lr_schedule), intent(out) :: schedule
+      integer(c_int64_t), intent(out) :: steps
+    end function
+    ! ----------------------------------------------------------- metrics
+    integer(c_int) function c_dmuon_metrics_submit(opt, n, values, op) bind(C, name="dmuon_metrics_submit")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: n
+      type(c_ptr), value :: values
+      integer(c_int), value :: op
+    end function
+    integer(c_int) function c_dmuon_metrics_get(opt, n, values) bind(C, name="dmuon_metrics_get")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: opt
+      integer(c_int), value :: n
+      real(c_double), intent(out) :: values(*)
+    end function
+    ! ----------------------------------------------------------- messages
+    integer(c_int) function c_dmuon_context_set_message_callback(ctx, fn, user_data) &
+        bind(C, name="dmuon_context_set_message_callback")
+      import :: c_int, c_ptr, c_funptr
+      type(c_ptr), value :: ctx
+      type(c_funptr), value :: fn
+      type(c_ptr), value :: user_data
     end function
   end interface
 end module dmuon_c

@@ -144,6 +144,18 @@ class Backend {
                                failed_message_ + "); destroy the optimizer and the context");
   }
 
+  // The context's message callback (dmuon_context_set_message_callback):
+  // the one place the library's messages go, from the core, the checkpoint
+  // code and the backends alike. Without a callback a message costs nothing.
+  using MessageSink = void (*)(int level, const char* text, void* user);
+  void set_message_sink(MessageSink sink, void* user) {
+    sink_ = sink;
+    sink_user_ = user;
+  }
+  void message(int level, const std::string& text) const {
+    if (sink_) sink_(level, text.c_str(), sink_user_);
+  }
+
   // Per-shape kernel choices the backend made (for example the symmetric
   // product of Newton-Schulz), as text that checkpoints store beside the plan.
   virtual std::string kernel_choices() const { return ""; }
@@ -168,6 +180,8 @@ class Backend {
  private:
   int failed_status_ = 0;
   std::string failed_message_;
+  MessageSink sink_ = nullptr;
+  void* sink_user_ = nullptr;
 };
 
 // Makes the backend's device current for a scope (one public call) and gives

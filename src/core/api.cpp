@@ -230,10 +230,12 @@ void require_kind(int kind, const char* call) {
 extern "C" {
 
 int dmuon_set_lr(dmuon_optimizer_t opt, int kind, double lr) {
-  return update_options(opt, "dmuon_set_lr", [&](dmuon_options_t& o) {
+  const int status = update_options(opt, "dmuon_set_lr", [&](dmuon_options_t& o) {
     require_kind(kind, "dmuon_set_lr");
     (kind == DMUON_KIND_MUON ? o.muon_lr : o.adam_lr) = lr;
   });
+  if (status == DMUON_SUCCESS) opt->impl.clear_lr_schedule(kind);  // the setter overrides a schedule
+  return status;
 }
 
 int dmuon_set_weight_decay(dmuon_optimizer_t opt, int kind, double wd) {

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/nvtx.hpp"
 
 namespace dmuon {
 
@@ -38,7 +40,10 @@ Optimizer::Optimizer(dmuon_context_s* ctx, const dmuon_options_t& options) : ctx
   validate_options(options_);
 }
 
-Optimizer::~Optimizer() { release_storage(); }
+Optimizer::~Optimizer() {
+  release_storage();
+  release_metrics();
+}
 
 int Optimizer::add_param(const char* name, int kind, int dtype, int ndim, const int64_t* shape, double lr_mul,
                          double wd_mul) {
@@ -67,6 +72,7 @@ void Optimizer::finalize() {
   allocate_storage();
   build_muon_batches();
   finalized_ = true;
+  store_accumulation_in_stats();
 }
 
 void Optimizer::replan(const std::vector<int>& owners) {
@@ -111,6 +117,8 @@ void Optimizer::replan(const std::vector<int>& owners) {
   release_storage();  // the old storage
   swap_old();
   build_muon_batches();
+  backend().message(DMUON_MESSAGE_INFO, "the Muon ownership plan changed: the flat storage was allocated again, "
+                                        "so views taken before this call are invalid");
 }
 
 void Optimizer::adopt_state(Dtype d, const StateBlocks& blocks) noexcept {
@@ -230,10 +238,18 @@ void Optimizer::step() {
   // would otherwise queue it behind the abandoned operation).
   b.check_not_failed("dmuon_step");
   const int world = ctx_->size;
+  // Accumulation: every call but the last of a cycle only counts.
+  if (accumulation_ > 1 && ++pending_micro_ < accumulation_) return;
+  const NvtxRange step_range("dmuon_step");
+  pending_micro_ = 0;
+  apply_lr_schedules();
 
   // What decides the sequence of backend calls below (beyond the options):
   // a backend that replays a captured step must re-capture when it changes.
   uint64_t structure = 1469598103934665603ull;  // FNV-1a over (has_grad, external_grad)
+  structure = (structure ^ static_cast<uint64_t>(accumulation_ > 1)) * 1099511628211ull;  // zeroes the gradients
+  structure = (structure ^ reinterpret_cast<uintptr_t>(metrics_.pending)) * 1099511628211ull;
+  structure = (structure ^ static_cast<uint64_t>(metrics_.pending_n)) * 1099511628211ull;
   for (const ParamRecord& p : registry_.all()) {
     const uint64_t words[2] = {p.has_grad ? 1u : 0u, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.external_grad))};
     for (uint64_t w : words) structure = (structure ^ w) * 1099511628211ull;
@@ -255,6 +271,7 @@ void Optimizer::step() {
 
   // 1. External gradients into the flat buffers; parameters without a
   //    gradient contribute zeros (to the average and to the norm).
+  std::optional<NvtxRange> phase(std::in_place, "dmuon: gradients in");
   for (std::size_t i = 0; i < registry_.size(); ++i) {
     const ParamRecord& p = registry_[i];
     if (p.has_grad && !p.external_grad) continue;
@@ -268,6 +285,8 @@ void Optimizer::step() {
   }
 
   // 2. Average the gradients: Adam replicated, Muon onto its owners.
+  phase.reset();
+  phase.emplace("dmuon: reduce gradients");
   for (int d = 0; d < kNumDtypes; ++d) {
     const Dtype dt = static_cast<Dtype>(d);
     if (adam_[d].elements) b.allreduce_average(adam_[d].grad, adam_[d].elements, dt);
@@ -276,6 +295,8 @@ void Optimizer::step() {
 
   // 3. Global norm over the owned Muon shards and the Adam gradients (counted
   //    once, by rank 0), one scalar all-reduce, statistics kept in backend memory.
+  phase.reset();
+  phase.emplace("dmuon: norm, clip, metrics");
   const bool norm = options_.max_grad_norm > 0 || options_.skip_nonfinite;
   if (norm) {
     b.zero(&stats_->sumsq, sizeof(double));
@@ -288,21 +309,32 @@ void Optimizer::step() {
     if (world > 1) b.allreduce_sum_f64(&stats_->sumsq, 1);
   }
   b.finish_stats(stats_, options_.max_grad_norm, options_.skip_nonfinite, norm ? 1 : 0);
+  reduce_metrics();
 
   // 4-5. Updates; both read the clip coefficient and the skip guard from
   //      backend memory, so nothing here waits for the device.
   refresh_step_scalars();
   const MuonHyper hyper{static_cast<float>(options_.muon_momentum), options_.muon_nesterov, options_.muon_ns_steps,
                         options_.muon_ns_schedule, static_cast<float>(options_.muon_ns_eps), options_.cuda_graphs};
+  phase.reset();
+  phase.emplace("dmuon: muon update");
   if (!muon_batches_.empty()) b.muon_update(muon_, muon_batches_, hyper, stats_);
+  phase.reset();
+  phase.emplace("dmuon: adam update");
   if (!adam_rows_.empty()) b.adam_update(adam_, adam_rows_.data(), static_cast<int>(adam_rows_.size()), adam_steps_, stats_);
 
   // 6. Publish the updated Muon matrices.
+  phase.reset();
+  phase.emplace("dmuon: all-gather");
   for (int d = 0; d < kNumDtypes; ++d)
     if (muon_[d].segment_elements) b.allgather(muon_[d].param, muon_[d].segment_elements, static_cast<Dtype>(d));
+  // The next accumulation cycle adds into zeroed gradients (stream-ordered).
+  if (accumulation_ > 1) zero_grad_buffers();
 
+  phase.reset();
   bracket.open = false;
   b.end_step(stats_, true);
+  advance_lr_schedules();
   for (ParamRecord& p : registry_.all()) p.has_grad = true;
 }
 
@@ -346,7 +378,8 @@ dmuon_clip_stats_t Optimizer::clip_stats() const {
   require(finalized_, DMUON_ERR_NOT_FINALIZED, "dmuon_get_clip_stats: call dmuon_optimizer_finalize first");
   StepStats s;
   backend().download(&s, stats_, sizeof s);
-  return dmuon_clip_stats_t{s.total_norm, s.clip_coef, s.clipped, s.found_inf, s.skip};
+  // clip_coef holds the factor applied, 1/micro-batches included: report the clip alone.
+  return dmuon_clip_stats_t{s.total_norm, s.clip_coef / accumulation_scale(s), s.clipped, s.found_inf, s.skip};
 }
 
 void Optimizer::set_options(const dmuon_options_t& o) {

@@ -1,12 +1,15 @@
 // The optimizer: registered parameters, flat storage in backend memory, and
 // the step, written once for every backend.
 #pragma once
+#include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/backend.hpp"
 #include "core/context.hpp"
+#include "core/lr_schedule.hpp"
 #include "core/plan.hpp"
 #include "core/registry.hpp"
 
@@ -64,6 +67,24 @@ class Optimizer {
   };
   void adopt_state(Dtype d, const StateBlocks& blocks) noexcept;
 
+  // Gradient accumulation (optimizer_training.cpp).
+  void zero_grad();
+  void set_grad_accumulation(int micro_batches);
+  int grad_accumulation() const { return accumulation_; }
+  int pending_micro_batches() const { return pending_micro_; }
+
+  // Learning-rate schedules, one slot per group, indexed by dmuon_kind_t
+  // (optimizer_training.cpp). A restore installs the saved ones.
+  using LrSchedules = std::array<std::optional<LrSchedule>, 2>;
+  void set_lr_schedule(int kind, const dmuon_lr_schedule_t* schedule);
+  void clear_lr_schedule(int kind) { lr_schedules_.at(static_cast<std::size_t>(kind)).reset(); }
+  const LrSchedules& lr_schedules() const { return lr_schedules_; }
+  void install_lr_schedules(const LrSchedules& s) { lr_schedules_ = s; }
+
+  // Metrics reduced with the step (optimizer_training.cpp).
+  void metrics_submit(int n, const double* values, int op);
+  void metrics_get(int n, double* values) const;
+
   std::map<std::string, std::string> user_attributes;      // saved with checkpoints
   std::map<std::string, std::string> restored_attributes;  // read by the last restore
 
@@ -72,6 +93,15 @@ class Optimizer {
   void release_storage() noexcept;
   void build_muon_batches();
   void refresh_step_scalars();
+  void zero_grad_buffers();
+  // The StepStats field that folds 1/micro-batches into the updates.
+  void store_accumulation_in_stats();
+  // The step's learning rates from the schedules, and their advance after it.
+  void apply_lr_schedules();
+  void advance_lr_schedules();
+  // Inside the step: copies and all-reduces a pending metrics submission.
+  void reduce_metrics();
+  void release_metrics() noexcept;
 
   dmuon_context_s* ctx_;
   dmuon_options_t options_;
@@ -86,6 +116,16 @@ class Optimizer {
 
   std::vector<AdamScalarRow> adam_rows_;      // host copy, rewritten each step
   std::vector<MuonShapeBatch> muon_batches_;  // this rank's owned matrices, grouped by shape
+
+  int accumulation_ = 1;   // micro-batches per step
+  int pending_micro_ = 0;  // micro-batches counted in the current cycle
+  LrSchedules lr_schedules_;
+  struct Metrics {
+    const double* pending = nullptr;  // backend memory, read by the next updating step
+    int pending_n = 0, pending_op = 0;
+    double* reduced = nullptr;        // backend memory, DMUON_MAX_METRICS sums
+    int reduced_n = 0, reduced_op = 0;  // of the last step that carried a submission
+  } metrics_;
 };
 
 // Shared by the constructor and every setter.

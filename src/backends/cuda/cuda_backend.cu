@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cuda/cuda_arch_check.hpp"
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
@@ -115,6 +116,7 @@ CudaBackend::CudaBackend(MPI_Comm comm, const std::string& device_spec) : comm_(
   // the simulation's. Either way each call runs on device_ (make_current).
   if (choice.make_current) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
   ScopedDevice on_device(this);
+  require_kernels_for_device(device_);
   cudaStream_t s = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   own_stream_ = s;
@@ -512,6 +514,7 @@ void CudaBackend::end_step(const StepStats* key, bool ok) {
       st.step_graph_disabled = true;
       st.step_note = std::string("whole-step capture failed: ") + cudaGetErrorString(irc);
       choices_log_ += st.step_note + "; this optimizer steps eagerly from now on\n";
+      message(DMUON_MESSAGE_WARNING, st.step_note + "; this optimizer steps eagerly from now on");
       fail(DMUON_ERR_CUDA, st.step_note + "; this step was not applied, and the optimizer steps eagerly from now on");
     }
     st.step_graph = g;

@@ -466,6 +466,8 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
     w.note = why.empty() ? std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc) : why;
     choices_log_ += "ns " + std::to_string(w.rows) + "x" + std::to_string(w.cols) +
                     ": graph capture failed, eager from now on (" + w.note + ")\n";
+    message(DMUON_MESSAGE_WARNING, "Newton-Schulz " + std::to_string(w.rows) + "x" + std::to_string(w.cols) +
+                                       ": CUDA graph capture failed, this shape runs eagerly from now on (" + w.note + ")");
     enqueue(st, w, buf, hyper, stats, mats, hdr);  // nothing ran in the failed capture
     return;
   }
