@@ -20,7 +20,12 @@ sudo_cmd=()
 # The registry and keyring the system's own sources use (debian.sources).
 sources=/etc/apt/sources.list.d/dmuon-trixie-src.sources
 if [ ! -f "$sources" ]; then
-  printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: trixie" "Components: main" \
+  # The first archive the system's sources name (deb822 or one-line format).
+  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+  [ -n "$uri" ] || uri=$(awk '$1 == "deb" {for (i = 2; i <= NF; ++i) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' \
+                           /etc/apt/sources.list 2>/dev/null || true)
+  [ -n "$uri" ] || { echo "build-hdf5.sh: no Debian archive found in the apt sources" >&2; exit 1; }
+  printf '%s\n' "Types: deb-src" "URIs: $uri" "Suites: trixie" "Components: main" \
     "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | "${sudo_cmd[@]}" tee "$sources" >/dev/null
 fi
 if ! apt-cache showsrc hdf5 2>/dev/null | grep -q "^Version: $debian_version$"; then
