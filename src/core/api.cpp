@@ -2,6 +2,7 @@
 // Each function checks its handles and pointers, then delegates.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/api_guard.hpp"
 
@@ -11,6 +12,28 @@ namespace dmuon {
 std::string& orphan_last_error() {
   static thread_local std::string message;
   return message;
+}
+
+int release_context(dmuon_context_s* ctx) noexcept {
+  dmuon_context_s& c = *ctx;
+  if (--c.references > 0) return DMUON_SUCCESS;
+  const int status = guarded(&c, [&] {
+    if (!c.backend->failed_status()) c.backend->close();
+  });
+  const bool poisoned = c.backend->failed_status() != 0;
+  if (status != DMUON_SUCCESS) orphan_last_error() = c.last_error;  // the context's message dies with it
+  for (auto it = c.saved_handlers.rbegin(); it != c.saved_handlers.rend(); ++it)
+    sigaction(it->signum, &it->previous, nullptr);
+  c.backend.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // MPI_Comm_free is collective in the standard, and a poisoned communicator
+  // holds an abandoned operation with a rank that may be dead: leave it to
+  // MPI (the handle is dropped, the process should end soon).
+  if (!finalized && !poisoned) MPI_Comm_free(&c.comm);
+  c.magic = kDeadMagic;
+  delete &c;
+  return status;
 }
 }  // namespace dmuon
 
@@ -74,29 +97,15 @@ int dmuon_context_create_f(MPI_Fint comm, const char* resource, dmuon_context_t*
 
 // Destroy never hangs and always releases the handle. It returns a failure
 // that it finds itself (the backend's bounded close: a dead peer seen while
-// waiting for the device), not one an earlier call already reported.
+// waiting for the device), not one an earlier call already reported. While
+// optimizers of the context live, only the handle goes: the last optimizer
+// destroyed closes the context.
 int dmuon_context_destroy(dmuon_context_t* ctx) {
   if (ctx == nullptr || *ctx == nullptr) return DMUON_SUCCESS;
   if (!valid(*ctx)) return with_context(*ctx, "dmuon_context_destroy", [](dmuon_context_s&) {});
-  dmuon_context_s& c = **ctx;
-  const int status = guarded(&c, [&] {
-    if (!c.backend->failed_status()) c.backend->close();
-  });
-  const bool poisoned = c.backend->failed_status() != 0;
-  if (status != DMUON_SUCCESS) orphan_last_error() = c.last_error;  // the context's message dies with it
-  for (auto it = c.saved_handlers.rbegin(); it != c.saved_handlers.rend(); ++it)
-    sigaction(it->signum, &it->previous, nullptr);
-  c.backend.reset();
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  // MPI_Comm_free is collective in the standard, and a poisoned communicator
-  // holds an abandoned operation with a rank that may be dead: leave it to
-  // MPI (the handle is dropped, the process should end soon).
-  if (!finalized && !poisoned) MPI_Comm_free(&c.comm);
-  c.magic = kDeadMagic;
-  delete &c;
-  *ctx = nullptr;
-  return status;
+  dmuon_context_s* c = std::exchange(*ctx, nullptr);
+  c->handle_released = true;
+  return release_context(c);
 }
 
 int dmuon_context_backend(dmuon_context_t ctx, char* buf, size_t len) {
@@ -116,7 +125,9 @@ int dmuon_context_rank(dmuon_context_t ctx, int* rank, int* size) {
 }
 
 const char* dmuon_context_last_error(dmuon_context_t ctx) {
-  if (valid(ctx)) return ctx->last_error.c_str();
+  // Also for a context whose handle was destroyed while an optimizer keeps
+  // it: its failures are still recorded there (the Fortran module asks so).
+  if (ctx && ctx->magic == kContextMagic) return ctx->last_error.c_str();
   return orphan_last_error().c_str();
 }
 
@@ -133,26 +144,28 @@ int dmuon_optimizer_create(dmuon_context_t ctx, const dmuon_options_t* options, 
       o.struct_size = sizeof o;
     }
     *opt = new dmuon_optimizer_s(&c, o);
+    ++c.references;  // released by dmuon_optimizer_destroy
   });
 }
 
 // As dmuon_context_destroy: the wait for the optimizer's work is bounded by
-// the collective timeout, its failure is returned, and the handle goes either way.
+// the collective timeout, its failure is returned, and the handle goes either
+// way. The optimizer's reference on its context goes last, after its storage.
 int dmuon_optimizer_destroy(dmuon_optimizer_t* opt) {
   if (opt == nullptr || *opt == nullptr) return DMUON_SUCCESS;
-  return with_optimizer(*opt, "dmuon_optimizer_destroy", [&](Optimizer& o) {
-    struct Release {  // runs when the wait below throws too
-      dmuon_optimizer_t* opt;
-      ~Release() {
-        (*opt)->magic = kDeadMagic;
-        delete *opt;
-        *opt = nullptr;
-      }
-    } release{opt};
+  if (!valid(*opt)) return with_optimizer(*opt, "dmuon_optimizer_destroy", [](Optimizer&) {});
+  dmuon_context_s* ctx = (*opt)->impl.context();
+  const int status = with_optimizer(*opt, "dmuon_optimizer_destroy", [&](Optimizer& o) {
     // A poisoned backend frees nothing that the abandoned operation may touch
     // and waits for nothing; a healthy one finishes the queued work first.
     if (!o.backend().failed_status()) o.backend().synchronize();
   });
+  if (status != DMUON_SUCCESS && ctx->references == 1) orphan_last_error() = ctx->last_error;  // dies below
+  (*opt)->magic = kDeadMagic;
+  delete *opt;
+  *opt = nullptr;
+  const int closed = release_context(ctx);
+  return status != DMUON_SUCCESS ? status : closed;
 }
 
 int dmuon_register(dmuon_optimizer_t opt, const char* name, int kind, int dtype, int ndim, const int64_t* shape,
