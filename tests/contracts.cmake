@@ -3,3 +3,7 @@
 # tests/CMakeLists.txt; the _np1/_np2 runs are also part of scripts/sanitize.sh.
 dmuon_add_gtest(test_lifetime SOURCES unit/test_lifetime.cpp NPROCS 1 2 LABELS unit)
 dmuon_add_gtest(test_sizes SOURCES unit/test_sizes.cpp NPROCS 1 2 LABELS unit)
+# Views across a restore (same plan: same addresses; re-plan: dmuon_views_epoch), dmuon.fallback.
+add_executable(test_restore_views checkpoint/test_restore_views.cpp support/mpi_gtest_main.cpp)
+target_link_libraries(test_restore_views PRIVATE dmuon_ckpt_test_support GTest::gtest)
+dmuon_add_mpi_test(NAME test_restore_views COMMAND test_restore_views NPROCS 1 2 LABELS checkpoint)

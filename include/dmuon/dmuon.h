@@ -235,11 +235,20 @@ int dmuon_param_id(dmuon_optimizer_t opt, const char *name, int *id);
  * Pointers into the library's flat storage for parameter @p id: its values and
  * its gradient, contiguous row-major, on the backend's memory (host for "cpu",
  * device for "cuda"). Either out pointer may be NULL. Valid until the
- * optimizer is destroyed or a dmuon_checkpoint_restore() succeeds: a restore
- * may re-plan the flat storage (free it and allocate another, where each
- * parameter has another offset), so take the views again after it.
+ * optimizer is destroyed or the flat storage moves, which only a
+ * dmuon_checkpoint_restore() that must re-plan it does (a checkpoint saved
+ * with another ownership plan); dmuon_views_epoch() tells.
  */
 int dmuon_param_view(dmuon_optimizer_t opt, int id, void **data, void **grad);
+/**
+ * How many times the flat storage has moved since finalize: 0 after
+ * dmuon_optimizer_finalize(), one more after each dmuon_checkpoint_restore()
+ * that re-planned the storage (ownership saved on another number of ranks, or
+ * another plan). Views from dmuon_param_view() stay valid while it reads the
+ * same; compare it before and after a restore and take the views again when
+ * it grew.
+ */
+int dmuon_views_epoch(dmuon_optimizer_t opt, int64_t *epoch);
 /** Number of elements of parameter @p id. */
 int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t *numel);
 /**
@@ -318,9 +327,12 @@ int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char *dir, int64_t user_s
  * Restore (collective) from @p path: a checkpoint file, or a directory whose
  * "latest" is followed, falling back to the newest older checkpoint that
  * verifies. Writes the restored user step into @p user_step (may be NULL).
- * On any failure the optimizer is unchanged. On success every pointer from
- * dmuon_param_view() is invalid (the restore may have re-planned the flat
- * storage, or made the memory it read into the storage): take the views again.
+ * On any failure the optimizer is unchanged. On success the views from
+ * dmuon_param_view() stay valid (same addresses, restored contents) when
+ * the checkpoint's plan is the optimizer's; a restore that must re-plan the
+ * storage moves it and adds one to dmuon_views_epoch(): take the views again then.
+ * The reserved attribute "dmuon.fallback" names the checkpoints passed over
+ * (damaged, or a "latest" that names a missing file); "" when none.
  */
 int dmuon_checkpoint_restore(dmuon_optimizer_t opt, const char *path, int64_t *user_step);
 /** Attach a free-form string attribute saved with the next checkpoints. */

@@ -201,6 +201,14 @@ int dmuon_param_view(dmuon_optimizer_t opt, int id, void** data, void** grad) {
   return with_optimizer(opt, "dmuon_param_view", [&](Optimizer& o) { o.param_view(id, data, grad); });
 }
 
+int dmuon_views_epoch(dmuon_optimizer_t opt, int64_t* epoch) {
+  return with_optimizer(opt, "dmuon_views_epoch", [&](Optimizer& o) {
+    require_out(epoch, "dmuon_views_epoch", "epoch");
+    require(o.finalized(), DMUON_ERR_NOT_FINALIZED, "dmuon_views_epoch: call dmuon_optimizer_finalize first");
+    *epoch = o.views_epoch();
+  });
+}
+
 int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t* numel) {
   return with_optimizer(opt, "dmuon_param_numel", [&](Optimizer& o) {
     require_out(numel, "dmuon_param_numel", "numel");

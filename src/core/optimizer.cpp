@@ -111,20 +111,7 @@ void Optimizer::replan(const std::vector<int>& owners) {
   release_storage();  // the old storage
   swap_old();
   build_muon_batches();
-}
-
-void Optimizer::adopt_state(Dtype d, const StateBlocks& blocks) noexcept {
-  Backend& b = backend();
-  const auto take = [&b](auto*& slot, auto* block) {
-    if (!block) return;
-    b.release(slot);
-    slot = block;
-  };
-  take(muon_[static_cast<int>(d)].param, blocks.muon_param);
-  take(adam_[static_cast<int>(d)].param, blocks.adam_param);
-  take(muon_[static_cast<int>(d)].momentum, blocks.muon_momentum);
-  take(adam_[static_cast<int>(d)].exp_avg, blocks.adam_m);
-  take(adam_[static_cast<int>(d)].exp_avg_sq, blocks.adam_v);
+  ++views_epoch_;
 }
 
 void Optimizer::allocate_storage() {
