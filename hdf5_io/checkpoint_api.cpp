@@ -4,6 +4,7 @@
 
 #include "checkpoint.hpp"
 #include "core/api_guard.hpp"
+#include "core/replicas.hpp"
 #include "format.hpp"
 
 using namespace dmuon;
@@ -25,6 +26,9 @@ int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char* dir, int64_t user_s
       require(options->keep_last >= 0, DMUON_ERR_INVALID_VALUE, "dmuon_checkpoint_save: keep_last must be >= 0");
       keep_last = options->keep_last;
     }
+    // A checkpoint stores each replicated parameter once, in shares written
+    // by different ranks: copies that differ would be stitched together.
+    check_replicas(o, "dmuon_checkpoint_save");
     ckpt::save_checkpoint(o, dir, user_step, keep_last);
   });
 }

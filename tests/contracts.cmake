@@ -7,3 +7,5 @@ dmuon_add_gtest(test_sizes SOURCES unit/test_sizes.cpp NPROCS 1 2 LABELS unit)
 add_executable(test_restore_views checkpoint/test_restore_views.cpp support/mpi_gtest_main.cpp)
 target_link_libraries(test_restore_views PRIVATE dmuon_ckpt_test_support GTest::gtest)
 dmuon_add_mpi_test(NAME test_restore_views COMMAND test_restore_views NPROCS 1 2 LABELS checkpoint)
+# Replicated parameters: dmuon_check_replicas, the check before a save, dmuon_broadcast_params.
+dmuon_add_gtest(test_replicas SOURCES mpi/test_replicas.cpp NPROCS 2 3 LABELS unit)

@@ -65,7 +65,8 @@ extern "C" {
   X(DMUON_ERR_TIMEOUT, 25, "a collective did not complete within the configured timeout")   \
   X(DMUON_ERR_PEER_FAILED, 26, "another rank failed; the collective was abandoned")         \
   X(DMUON_ERR_NOT_SUPPORTED, 27, "operation not supported by this backend or build")        \
-  X(DMUON_ERR_INTERNAL, 28, "internal error")
+  X(DMUON_ERR_INTERNAL, 28, "internal error")                                              \
+  X(DMUON_ERR_REPLICAS_DIFFER, 29, "replicated parameters differ across ranks")
 
 /** Status codes returned by every call. */
 typedef enum dmuon_status_e {
@@ -257,6 +258,23 @@ int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t *numel);
  * NULL removes it.
  */
 int dmuon_set_external_grad(dmuon_optimizer_t opt, int id, const void *grad);
+
+/**
+ * Collective: every parameter (Muon and Adam) takes the values of rank
+ * @p root's copy. Call it after initialising the parameters through their
+ * views when the ranks may have initialised them differently (a per-rank
+ * random seed): Adam parameters are replicated, and a step never makes
+ * copies that differ agree again.
+ */
+int dmuon_broadcast_params(dmuon_optimizer_t opt, int root);
+/**
+ * Collective: ::DMUON_ERR_REPLICAS_DIFFER on every rank when some replicated
+ * (Adam) parameter holds different values on different ranks; the message
+ * names the first such parameter and two ranks that differ. Compares one
+ * 64-bit hash per parameter. dmuon_checkpoint_save() runs this check itself
+ * before it writes anything.
+ */
+int dmuon_check_replicas(dmuon_optimizer_t opt);
 /**@}*/
 
 /* ------------------------------------------------------------------------- */

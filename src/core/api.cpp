@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/api_guard.hpp"
+#include "core/replicas.hpp"
 
 using namespace dmuon;
 
@@ -218,6 +219,14 @@ int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t* numel) {
 
 int dmuon_set_external_grad(dmuon_optimizer_t opt, int id, const void* grad) {
   return with_optimizer(opt, "dmuon_set_external_grad", [&](Optimizer& o) { o.set_external_grad(id, grad); });
+}
+
+int dmuon_broadcast_params(dmuon_optimizer_t opt, int root) {
+  return with_optimizer(opt, "dmuon_broadcast_params", [&](Optimizer& o) { broadcast_params(o, root); });
+}
+
+int dmuon_check_replicas(dmuon_optimizer_t opt) {
+  return with_optimizer(opt, "dmuon_check_replicas", [&](Optimizer& o) { check_replicas(o, "dmuon_check_replicas"); });
 }
 
 int dmuon_step(dmuon_optimizer_t opt) {
