@@ -100,8 +100,8 @@ struct Metadata {
   dmuon_options_t options{};
   std::map<std::string, std::string> user;
 };
-// The hyper-parameters that a restore applies (the optimisation state);
-// backend and run-environment options (cuda_*, timeouts) stay the caller's.
+// The hyper-parameters that a restore applies (the optimisation state: the
+// options DMUON_OPTIONS_LIST marks `restored`); the others stay the caller's.
 void apply_restored_options(dmuon_options_t& into, const dmuon_options_t& saved);
 uint32_t metadata_crc(const Metadata& m);
 // Collective in parallel HDF5: every rank passes the same metadata.

@@ -442,8 +442,9 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   // just read and verified (on the GPU machine's host, the all-gathers took
   // 0.19 s of a 0.8 s restore at 4 ranks). Across nodes that would read the
   // data once per node from the file system: all-gather there.
-  // DMUON_RESTORE_GATHER=1 asks for the all-gather everywhere (tests).
-  const bool replicated_from_file = all_ranks(comm, ranks_share_node(comm) && !std::getenv("DMUON_RESTORE_GATHER"));
+  // options.restore_gather = 1 asks for the all-gather everywhere.
+  const bool replicated_from_file =
+      all_ranks(comm, ranks_share_node(comm) && opt.options().restore_gather == 0);
   std::vector<std::future<void>> populators;
   for (std::size_t t = 0; t < kStagingThreads; ++t) {
     try {

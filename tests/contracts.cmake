@@ -9,3 +9,13 @@ target_link_libraries(test_restore_views PRIVATE dmuon_ckpt_test_support GTest::
 dmuon_add_mpi_test(NAME test_restore_views COMMAND test_restore_views NPROCS 1 2 LABELS checkpoint)
 # Replicated parameters: dmuon_check_replicas, the check before a save, dmuon_broadcast_params.
 dmuon_add_gtest(test_replicas SOURCES mpi/test_replicas.cpp NPROCS 2 3 LABELS unit)
+# The Fortran side: options type against the C defaults, destroy orders and
+# finalizers, views across a restore, replicas.
+if(DMuon_HAS_FORTRAN)
+  add_executable(test_f_contracts fortran/test_f_contracts.F90 fortran/options_compare.c)
+  target_link_libraries(test_f_contracts PRIVATE dmuon_ftest DMuon::dmuon_fortran)
+  set_target_properties(test_f_contracts PROPERTIES Fortran_PREPROCESS ON LINKER_LANGUAGE Fortran
+                        Fortran_MODULE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fmod/test_f_contracts)
+  set(contracts_dir ${CMAKE_CURRENT_BINARY_DIR}/fortran_checkpoints/contracts)
+  dmuon_add_mpi_test(NAME fortran_contracts COMMAND test_f_contracts ${contracts_dir} NPROCS 1 2 LABELS fortran)
+endif()

@@ -135,15 +135,7 @@ const char* dmuon_context_last_error(dmuon_context_t ctx) {
 int dmuon_optimizer_create(dmuon_context_t ctx, const dmuon_options_t* options, dmuon_optimizer_t* opt) {
   return with_context(ctx, "dmuon_optimizer_create", [&](dmuon_context_s& c) {
     require_out(opt, "dmuon_optimizer_create", "opt");
-    dmuon_options_t o = DMUON_OPTIONS_INIT;
-    if (options) {
-      require(options->magic == DMUON_OPTIONS_MAGIC && options->version >= 1 &&
-                  options->struct_size >= offsetof(dmuon_options_t, cuda_stream) + sizeof(void*),
-              DMUON_ERR_OPTIONS_VERSION,
-              "dmuon_optimizer_create: options were not initialised with DMUON_OPTIONS_INIT");
-      std::memcpy(&o, options, std::min(options->struct_size, sizeof o));
-      o.struct_size = sizeof o;
-    }
+    const dmuon_options_t o = read_options(options, "dmuon_optimizer_create");
     *opt = new dmuon_optimizer_s(&c, o);
     ++c.references;  // released by dmuon_optimizer_destroy
   });

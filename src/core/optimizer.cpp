@@ -10,30 +10,6 @@
 
 namespace dmuon {
 
-void validate_options(const dmuon_options_t& o) {
-  auto finite_nonneg = [](double x) { return std::isfinite(x) && x >= 0; };
-  require(finite_nonneg(o.adam_lr) && finite_nonneg(o.muon_lr), DMUON_ERR_INVALID_VALUE,
-          "learning rates must be finite and >= 0");
-  require(o.adam_beta1 >= 0 && o.adam_beta1 < 1 && o.adam_beta2 >= 0 && o.adam_beta2 < 1, DMUON_ERR_INVALID_VALUE,
-          "adam betas must be in [0, 1)");
-  require(std::isfinite(o.adam_eps) && o.adam_eps > 0, DMUON_ERR_INVALID_VALUE, "adam_eps must be finite and > 0");
-  require(finite_nonneg(o.adam_weight_decay) && finite_nonneg(o.muon_weight_decay), DMUON_ERR_INVALID_VALUE,
-          "weight decay must be finite and >= 0");
-  require(o.muon_momentum >= 0 && o.muon_momentum < 1, DMUON_ERR_INVALID_VALUE, "muon_momentum must be in [0, 1)");
-  require(o.muon_nesterov == 0 || o.muon_nesterov == 1, DMUON_ERR_INVALID_VALUE, "muon_nesterov must be 0 or 1");
-  require(o.muon_ns_steps >= 1 && o.muon_ns_steps <= 100, DMUON_ERR_INVALID_VALUE, "muon_ns_steps must be 1..100");
-  require(o.muon_ns_schedule == DMUON_NS_QUINTIC || o.muon_ns_schedule == DMUON_NS_POLAR_EXPRESS,
-          DMUON_ERR_INVALID_VALUE, "muon_ns_schedule is not a dmuon_ns_schedule_t");
-  require(o.muon_scale == DMUON_SCALE_ORIGINAL || o.muon_scale == DMUON_SCALE_MATCH_ADAMW_RMS,
-          DMUON_ERR_INVALID_VALUE, "muon_scale is not a dmuon_muon_scale_t");
-  require(std::isfinite(o.muon_ns_eps) && o.muon_ns_eps > 0, DMUON_ERR_INVALID_VALUE, "muon_ns_eps must be > 0");
-  require(std::isfinite(o.max_grad_norm), DMUON_ERR_INVALID_VALUE, "max_grad_norm must be finite");
-  require(o.skip_nonfinite == 0 || o.skip_nonfinite == 1, DMUON_ERR_INVALID_VALUE, "skip_nonfinite must be 0 or 1");
-  require(o.cuda_graphs == 0 || o.cuda_graphs == 1, DMUON_ERR_INVALID_VALUE, "cuda_graphs must be 0 or 1");
-  require(o.collective_timeout_ms >= 0, DMUON_ERR_INVALID_VALUE, "collective_timeout_ms must be >= 0");
-  require(o.cuda_step_graph == 0 || o.cuda_step_graph == 1, DMUON_ERR_INVALID_VALUE, "cuda_step_graph must be 0 or 1");
-}
-
 Optimizer::Optimizer(dmuon_context_s* ctx, const dmuon_options_t& options) : ctx_(ctx), options_(options) {
   validate_options(options_);
 }

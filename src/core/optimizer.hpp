@@ -7,6 +7,7 @@
 
 #include "backends/backend.hpp"
 #include "core/context.hpp"
+#include "core/options.hpp"
 #include "core/plan.hpp"
 #include "core/registry.hpp"
 
@@ -79,8 +80,6 @@ class Optimizer {
   std::vector<MuonShapeBatch> muon_batches_;  // this rank's owned matrices, grouped by shape
 };
 
-// Shared by the constructor and every setter.
-void validate_options(const dmuon_options_t& o);
 
 }  // namespace dmuon
 
