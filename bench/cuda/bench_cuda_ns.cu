@@ -100,8 +100,7 @@ int main(int argc, char** argv) {
     int best_sym = 0;
     // The backend's own choice first: its first step times the shape (or reads the cache).
     for (int graphs : {1, 0}) {
-      setenv("DMUON_NS_SYMMETRIC", "auto", 1);
-      dmuon_options_t o = DMUON_OPTIONS_INIT;
+      dmuon_options_t o = DMUON_OPTIONS_INIT;  // muon_ns_symmetric: timed (auto)
       o.cuda_graphs = graphs;
       bench::Run run(params, o);
       const double ms = run.ms_per_step(3, it) / count;
@@ -124,16 +123,14 @@ int main(int argc, char** argv) {
     }
     // Plain products forced, and the best symmetric candidate forced (graphs).
     for (int forced : {0, best_sym}) {
-      const std::string value = std::to_string(forced);
-      setenv("DMUON_NS_SYMMETRIC", value.c_str(), 1);
       dmuon_options_t o = DMUON_OPTIONS_INIT;
+      o.muon_ns_symmetric = forced;
       bench::Run run(params, o);
       bench::result(tag + (forced ? "_sym_ms" : "_plain_ms"), run.ms_per_step(3, it) / count);
       if (!best_sym) break;  // no symmetric candidate fits or passed the check
     }
     bench::result(tag + "_gemm_tflops", gemm_tflops(k, n, count));
   }
-  unsetenv("DMUON_NS_SYMMETRIC");
   MPI_Finalize();
   return 0;
 }

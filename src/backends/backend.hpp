@@ -63,6 +63,7 @@ struct MuonHyper {
   int ns_schedule;  // dmuon_ns_schedule_t
   float ns_eps;
   int cuda_graphs;
+  int ns_symmetric;  // options.muon_ns_symmetric: DMUON_NS_SYMMETRIC_AUTO (timed), _OFF, or 2/4/8 blocks
 };
 
 class Backend {

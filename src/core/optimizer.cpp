@@ -256,7 +256,8 @@ void Optimizer::step() {
   //      backend memory, so nothing here waits for the device.
   refresh_step_scalars();
   const MuonHyper hyper{static_cast<float>(options_.muon_momentum), options_.muon_nesterov, options_.muon_ns_steps,
-                        options_.muon_ns_schedule, static_cast<float>(options_.muon_ns_eps), options_.cuda_graphs};
+                        options_.muon_ns_schedule, static_cast<float>(options_.muon_ns_eps), options_.cuda_graphs,
+                        options_.muon_ns_symmetric};
   if (!muon_batches_.empty()) b.muon_update(muon_, muon_batches_, hyper, stats_);
   if (!adam_rows_.empty()) b.adam_update(adam_, adam_rows_.data(), static_cast<int>(adam_rows_.size()), adam_steps_, stats_);
 

@@ -28,27 +28,54 @@ void bcast_buffer(Backend& b, MPI_Comm comm, void* buf, std::size_t bytes, int r
 
 }  // namespace
 
-uint64_t replica_hash(const void* data, std::size_t bytes) {
-  constexpr uint64_t kPrime = 0x100000001b3ull;  // odd: multiplying by it is a bijection
-  const auto* p = static_cast<const unsigned char*>(data);
-  // Four independent lanes keep the multiplier busy; each is a chain of
-  // bijections of its words, and so is the fold.
-  uint64_t lane[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull, 0x27d4eb2f165667c5ull};
-  std::size_t i = 0;
-  for (; i + 32 <= bytes; i += 32)
-    for (int k = 0; k < 4; ++k) {
-      uint64_t w;
-      std::memcpy(&w, p + i + 8 * k, 8);
-      lane[k] = (lane[k] ^ w) * kPrime;
+namespace {
+
+constexpr uint64_t kPrime = 0x100000001b3ull;  // odd: multiplying by it is a bijection
+
+// The hash of replica_hash, fed in pieces (each a multiple of 32 bytes but
+// the last), so that a device buffer can go through a small host buffer.
+// Four independent lanes keep the multiplier busy; each is a chain of
+// bijections of its words, and so is the fold.
+class ReplicaHash {
+ public:
+  void add(const unsigned char* p, std::size_t bytes) {
+    std::size_t i = 0;
+    for (; i + 32 <= bytes; i += 32)
+      for (int k = 0; k < 4; ++k) {
+        uint64_t w;
+        std::memcpy(&w, p + i + 8 * k, 8);
+        lane_[k] = (lane_[k] ^ w) * kPrime;
+      }
+    for (; i < bytes; i += 8) {  // the tail: only in the last piece
+      uint64_t w = 0;
+      std::memcpy(&w, p + i, std::min<std::size_t>(8, bytes - i));
+      tail_ = (tail_ ^ w) * kPrime;
     }
-  uint64_t h = bytes;
-  for (uint64_t l : lane) h = (h ^ l) * kPrime;
-  for (; i < bytes; i += 8) {
-    uint64_t w = 0;
-    std::memcpy(&w, p + i, std::min<std::size_t>(8, bytes - i));
-    h = (h ^ w) * kPrime;
+    bytes_ += bytes;
   }
-  return h ^ (h >> 29);
+  uint64_t value() const {
+    uint64_t h = bytes_;
+    for (uint64_t l : lane_) h = (h ^ l) * kPrime;
+    h = (h ^ tail_) * kPrime;
+    return h ^ (h >> 29);
+  }
+
+ private:
+  uint64_t lane_[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull, 0x27d4eb2f165667c5ull};
+  uint64_t tail_ = 0x85ebca77c2b2ae63ull;
+  uint64_t bytes_ = 0;
+};
+
+// Pieces of backend memory pass through this much host memory.
+constexpr std::size_t kHashPiece = std::size_t{4} << 20;
+static_assert(kHashPiece % 32 == 0, "pieces keep the hash's 32-byte lanes aligned");
+
+}  // namespace
+
+uint64_t replica_hash(const void* data, std::size_t bytes) {
+  ReplicaHash h;
+  h.add(static_cast<const unsigned char*>(data), bytes);
+  return h.value();
 }
 
 void broadcast_params(Optimizer& opt, int root) {
@@ -76,25 +103,28 @@ void check_replicas(Optimizer& opt, const char* call) {
   require(opt.finalized(), DMUON_ERR_NOT_FINALIZED, std::string(call) + ": call dmuon_optimizer_finalize first");
   Backend& b = opt.backend();
   b.check_not_failed(call);
+  if (ctx.size == 1) return;  // one copy agrees with itself
   const auto& params = opt.registry().all();
   std::vector<unsigned long long> hash;
   std::vector<std::size_t> id;  // registered id of each hashed parameter
-  for (int d = 0; d < kNumDtypes; ++d) {
-    const Dtype dt = static_cast<Dtype>(d);
-    const AdamBuffers& ab = opt.adam_buffers(dt);
-    if (ab.elements == 0) continue;
-    const std::size_t es = dtype_size(dt);
-    std::vector<unsigned char> host(static_cast<std::size_t>(ab.elements) * es);
-    b.download(host.data(), ab.param, host.size());
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      const ParamRecord& p = params[i];
-      if (p.kind != Kind::adam || p.dtype != dt) continue;
-      hash.push_back(replica_hash(host.data() + static_cast<std::size_t>(p.offset) * es,
-                                  static_cast<std::size_t>(p.numel) * es));
-      id.push_back(i);
+  std::vector<unsigned char> piece;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const ParamRecord& p = params[i];
+    if (p.kind != Kind::adam) continue;
+    const std::size_t es = dtype_size(p.dtype);
+    const char* base = static_cast<const char*>(opt.adam_buffers(p.dtype).param) + static_cast<std::size_t>(p.offset) * es;
+    const std::size_t bytes = static_cast<std::size_t>(p.numel) * es;
+    piece.resize(std::min(bytes, kHashPiece));
+    ReplicaHash h;
+    for (std::size_t at = 0; at < bytes; at += kHashPiece) {
+      const std::size_t n = std::min(kHashPiece, bytes - at);
+      b.download(piece.data(), base + at, n);
+      h.add(piece.data(), n);
     }
+    hash.push_back(h.value());
+    id.push_back(i);
   }
-  if (ctx.size == 1 || hash.empty()) return;
+  if (hash.empty()) return;
   // Registration is identical on every rank (finalize checked it), so the
   // hashes line up; two all-reduces over a handful of words.
   std::vector<unsigned long long> lo(hash.size()), hi(hash.size());

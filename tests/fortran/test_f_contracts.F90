@@ -103,6 +103,7 @@ contains
     p = [1.0, 2.0, 3.0, 4.0, 5.0]
     call step_moves(opt, "before the save")
     saved = p
+    call remove_earlier_run(trim(dir)//"/ckpt_1.h5")  ! a save never overwrites a checkpoint
     call dmuon_checkpoint_save(opt, trim(dir), 1_c_int64_t, ierr=ierr)
     call expect_status(ierr, DMUON_SUCCESS, "save")
     call step_moves(opt, "after the save")
@@ -117,6 +118,17 @@ contains
     call dmuon_optimizer_destroy(opt)
     call dmuon_context_destroy(ctx)
   end subroutine views_survive_restore
+
+  !> Rank 0 deletes `file` if an earlier run left it; everyone waits.
+  subroutine remove_earlier_run(file)
+    character(len=*), intent(in) :: file
+    integer :: u, ios, ierr
+    if (rank == 0) then
+      open (newunit=u, file=file, status="old", iostat=ios)
+      if (ios == 0) close (u, status="delete")
+    end if
+    call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  end subroutine remove_earlier_run
 
   subroutine replicas()
     type(dmuon_context) :: ctx

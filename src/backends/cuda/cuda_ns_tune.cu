@@ -97,15 +97,6 @@ struct TuneScratch {
 
 NsTuneConfig NsTuneConfig::from_environment() {
   NsTuneConfig c;
-  const std::string s = env("DMUON_NS_SYMMETRIC");
-  if (s.empty() || s == "auto")
-    c.symmetric = -1;
-  else if (s == "0" || s == "off")
-    c.symmetric = 0;
-  else if (s == "2" || s == "4" || s == "8")
-    c.symmetric = std::atoi(s.c_str());
-  else
-    c.problem = "DMUON_NS_SYMMETRIC=" + s + " not understood (auto, off, 2, 4 or 8): auto";
   const std::string cache = env("DMUON_NS_CACHE");
   c.cache = !(cache == "0" || cache == "off");
   c.cache_dir = ns_cache_dir_from_environment();
@@ -182,7 +173,7 @@ void set_up_products(CudaStepState& st, ShapeWork& w, NsTuner::Choice& c) {
 }
 }  // namespace
 
-void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
+void NsTuner::choose(CudaStepState& st, ShapeWork& w, int symmetric) {
   const long k = static_cast<long>(std::min(w.rows, w.cols));
   const NsCacheKey key{w.rows, w.cols, w.count};
   Choice c;
@@ -191,21 +182,20 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
       if (sym_blocks_possible(k, p)) return true;
     return false;
   };
-  const std::string problem = config.problem.empty() ? "" : "; " + config.problem;
-  if (config.symmetric == 0) {
-    c.note = "cublas_gemm (symmetric products off: DMUON_NS_SYMMETRIC=0)";
-  } else if (config.symmetric > 0) {
-    const int p = config.symmetric;
+  if (symmetric == DMUON_NS_SYMMETRIC_OFF) {
+    c.note = "cublas_gemm (symmetric products off: muon_ns_symmetric=0)";
+  } else if (symmetric > 0) {
+    const int p = symmetric;
     if (sym_blocks_possible(k, p)) {
       c.blocks = p;
-      c.note = product_name(p) + " (forced: DMUON_NS_SYMMETRIC=" + std::to_string(p) + ")";
+      c.note = product_name(p) + " (forced: muon_ns_symmetric=" + std::to_string(p) + ")";
     } else {
       c.note = "cublas_gemm (forced " + product_name(p) + " does not fit " + std::to_string(k) + " rows)";
     }
   } else if (k < kNsTuneMinRows) {
-    c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)" + problem;
+    c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)";
   } else if (!fits_any()) {
-    c.note = "cublas_gemm (no 2, 4 or 8 equal row blocks of a multiple of 8 rows in " + std::to_string(k) + ")" + problem;
+    c.note = "cublas_gemm (no 2, 4 or 8 equal row blocks of a multiple of 8 rows in " + std::to_string(k) + ")";
   } else if (const Choice* known = choice(w.rows, w.cols, w.count)) {
     c = *known;
   } else {
@@ -218,7 +208,7 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
       c.plain_ms = hit->second.plain_ms;
       c.sym_ms = hit->second.symmetric_ms;
       std::copy(std::begin(hit->second.algo), std::end(hit->second.algo), std::begin(c.algo));
-      c.note = product_name(c.blocks) + " (timed choice)" + problem;
+      c.note = product_name(c.blocks) + " (timed choice)";
       c.detail = "cache: plain " + ms_text(c.plain_ms) + ", best symmetric " +
                  (c.best_sym_blocks ? product_name(c.best_sym_blocks) + " " + ms_text(c.sym_ms) : std::string("none"));
     } else {
@@ -250,11 +240,12 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
         std::copy(std::begin(c.algo), std::end(c.algo), std::begin(e.algo));
         c.note += store_cache(key, e);
       }
-      c.note += problem;
     }
   }
   set_up_products(st, w, c);
-  choices_[key] = c;
+  // Only what the option left to this backend is shared with its other
+  // optimizers: a forced or disabled choice is one optimizer's own.
+  if (symmetric == DMUON_NS_SYMMETRIC_AUTO) choices_[key] = c;
   w.gram_note = c.note;
   w.gram_chosen = true;
 }
