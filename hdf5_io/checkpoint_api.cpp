@@ -4,6 +4,7 @@
 
 #include "checkpoint.hpp"
 #include "core/api_guard.hpp"
+#include "core/replicas.hpp"
 #include "format.hpp"
 
 using namespace dmuon;
@@ -16,15 +17,12 @@ int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char* dir, int64_t user_s
     require_out(dir, "dmuon_checkpoint_save", "dir");
     require(o.finalized(), DMUON_ERR_NOT_FINALIZED, "dmuon_checkpoint_save: call dmuon_optimizer_finalize first");
     o.backend().check_not_failed("dmuon_checkpoint_save");  // collective: fail at once after a rank failure
-    int keep_last = 3;
-    if (options) {
-      require(options->magic == DMUON_OPTIONS_MAGIC && options->version >= 1 &&
-                  options->struct_size >= offsetof(dmuon_checkpoint_options_t, keep_last) + sizeof(int),
-              DMUON_ERR_OPTIONS_VERSION,
-              "dmuon_checkpoint_save: options were not initialised with DMUON_CHECKPOINT_OPTIONS_INIT");
-      require(options->keep_last >= 0, DMUON_ERR_INVALID_VALUE, "dmuon_checkpoint_save: keep_last must be >= 0");
-      keep_last = options->keep_last;
-    }
+    const dmuon_checkpoint_options_t co = read_checkpoint_options(options, "dmuon_checkpoint_save");
+    require(co.keep_last >= 0, DMUON_ERR_INVALID_VALUE, "dmuon_checkpoint_save: keep_last must be >= 0");
+    const int keep_last = co.keep_last;
+    // A checkpoint stores each replicated parameter once, in shares written
+    // by different ranks: copies that differ would be stitched together.
+    check_replicas(o, "dmuon_checkpoint_save");
     ckpt::save_checkpoint(o, dir, user_step, keep_last);
   });
 }

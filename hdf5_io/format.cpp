@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "crc32c.hpp"
@@ -163,24 +164,30 @@ std::vector<Piece> adam_pieces(const std::vector<ParamRecord>& params, const Can
 
 // ------------------------------------------------------------------ metadata
 namespace {
+// What the `saved` column of DMUON_OPTIONS_LIST says of an option.
+enum class Saved { restored, kept, unsaved };
 struct OptionField {
   const char* name;
-  bool is_int;
+  bool is_int;  // else a double (the unsaved pointer is never read)
   std::size_t offset;
+  Saved saved;
 };
-#define DMUON_OPT_F(field) {#field, false, offsetof(dmuon_options_t, field)}
-#define DMUON_OPT_I(field) {#field, true, offsetof(dmuon_options_t, field)}
-// Stored in this order; the order is part of the metadata checksum.
-const OptionField kOptionFields[] = {
-    DMUON_OPT_F(adam_lr),       DMUON_OPT_F(adam_beta1),        DMUON_OPT_F(adam_beta2),
-    DMUON_OPT_F(adam_eps),      DMUON_OPT_F(adam_weight_decay), DMUON_OPT_F(muon_lr),
-    DMUON_OPT_F(muon_momentum), DMUON_OPT_I(muon_nesterov),     DMUON_OPT_I(muon_ns_steps),
-    DMUON_OPT_I(muon_ns_schedule), DMUON_OPT_I(muon_scale),     DMUON_OPT_F(muon_ns_eps),
-    DMUON_OPT_F(muon_weight_decay), DMUON_OPT_F(max_grad_norm), DMUON_OPT_I(skip_nonfinite),
-    DMUON_OPT_I(cuda_graphs),   DMUON_OPT_I(collective_timeout_ms), DMUON_OPT_I(cuda_step_graph),
+constexpr OptionField kEveryOption[] = {
+#define DMUON_X_FIELD(type, name, initial, check, saved, text) \
+  {#name, std::is_same<type, int>::value, offsetof(dmuon_options_t, name), Saved::saved},
+    DMUON_OPTIONS_LIST(DMUON_X_FIELD)
+#undef DMUON_X_FIELD
 };
-#undef DMUON_OPT_F
-#undef DMUON_OPT_I
+// The stored ones, in the list's order (part of the metadata checksum).
+const std::vector<OptionField>& stored_options() {
+  static const std::vector<OptionField> fields = [] {
+    std::vector<OptionField> v;
+    for (const OptionField& f : kEveryOption)
+      if (f.saved != Saved::unsaved) v.push_back(f);
+    return v;
+  }();
+  return fields;
+}
 
 double& f64_field(dmuon_options_t& o, const OptionField& f) {
   return *reinterpret_cast<double*>(reinterpret_cast<char*>(&o) + f.offset);
@@ -205,9 +212,8 @@ std::string bits(double v) {
 }  // namespace
 
 void apply_restored_options(dmuon_options_t& into, const dmuon_options_t& saved) {
-  for (const OptionField& f : kOptionFields) {
-    const std::string n = f.name;
-    if (n.rfind("cuda_", 0) == 0 || n == "collective_timeout_ms") continue;
+  for (const OptionField& f : stored_options()) {
+    if (f.saved != Saved::restored) continue;
     if (f.is_int)
       int_field(into, f) = int_field(const_cast<dmuon_options_t&>(saved), f);
     else
@@ -292,7 +298,7 @@ uint32_t metadata_crc(const Metadata& m) {
   append(s, "num_params", std::to_string(m.num_params));
   append(s, "kernel_choices", m.kernel_choices);
   dmuon_options_t o = m.options;
-  for (const OptionField& f : kOptionFields)
+  for (const OptionField& f : stored_options())
     append(s, std::string("hyperparameters/") + f.name,
            f.is_int ? std::to_string(int_field(o, f)) : bits(f64_field(o, f)));
   for (const auto& [key, value] : m.user) append(s, "user_attributes/" + key, value);  // std::map: sorted bytes
@@ -322,7 +328,7 @@ void write_metadata(hid_t file, const Metadata& m) {
   H5Id hyper = h5_group(H5Gcreate2(file, kHyperGroup, H5P_DEFAULT, gcpl, H5P_DEFAULT), DMUON_ERR_IO,
                         "cannot create /hyperparameters");
   dmuon_options_t o = m.options;
-  for (const OptionField& f : kOptionFields) {
+  for (const OptionField& f : stored_options()) {
     if (f.is_int)
       write_attr_i64(hyper, f.name, int_field(o, f));
     else
@@ -359,7 +365,7 @@ Metadata read_metadata_fields(hid_t file) {
   m.kernel_choices = read_attr_str(file, "kernel_choices", bad);
   H5Id hyper = h5_group(H5Gopen2(file, kHyperGroup, H5P_DEFAULT), bad, "cannot open /hyperparameters");
   m.options = dmuon_options_t DMUON_OPTIONS_INIT;
-  for (const OptionField& f : kOptionFields) {
+  for (const OptionField& f : stored_options()) {
     if (f.is_int)
       int_field(m.options, f) = static_cast<int>(read_attr_i64(hyper, f.name, bad));
     else

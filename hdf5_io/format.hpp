@@ -108,8 +108,8 @@ struct Metadata {
   bool has_lr_schedules = false;  // false: an older file, the restore keeps the caller's schedules
   std::array<std::optional<LrSchedule>, 2> lr_schedules;  // by dmuon_kind_t
 };
-// The hyper-parameters that a restore applies (the optimisation state);
-// backend and run-environment options (cuda_*, timeouts) stay the caller's.
+// The hyper-parameters that a restore applies (the optimisation state: the
+// options DMUON_OPTIONS_LIST marks `restored`); the others stay the caller's.
 void apply_restored_options(dmuon_options_t& into, const dmuon_options_t& saved);
 uint32_t metadata_crc(const Metadata& m);
 // Collective in parallel HDF5: every rank passes the same metadata.

@@ -442,8 +442,9 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   // just read and verified (on the GPU machine's host, the all-gathers took
   // 0.19 s of a 0.8 s restore at 4 ranks). Across nodes that would read the
   // data once per node from the file system: all-gather there.
-  // DMUON_RESTORE_GATHER=1 asks for the all-gather everywhere (tests).
-  const bool replicated_from_file = all_ranks(comm, ranks_share_node(comm) && !std::getenv("DMUON_RESTORE_GATHER"));
+  // options.restore_gather = 1 asks for the all-gather everywhere.
+  const bool replicated_from_file =
+      all_ranks(comm, ranks_share_node(comm) && opt.options().restore_gather == 0);
   std::vector<std::future<void>> populators;
   for (std::size_t t = 0; t < kStagingThreads; ++t) {
     try {
@@ -528,13 +529,16 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
     if (p.kind == Kind::muon) current.push_back(p.owner);
   if (current != r.owners) opt.replan(r.owners);
   Backend& b = opt.backend();
-  // A staged block of its buffer's exact size becomes the buffer on a host
-  // backend (Backend::adopt_mapping); anything else is copied in.
-  const auto place = [&b](void* dst, HostBuffer& staged, std::size_t bytes) -> char* {
-    if (staged.empty()) return nullptr;
-    if (staged.size() == bytes && b.adopt_mapping(staged.data(), bytes)) return staged.release();
-    b.upload(dst, staged.data(), staged.size());
-    return nullptr;
+  // Into the storage the optimizer has (after a re-plan, its new storage), at
+  // the same addresses, so that the views stay valid on the same plan: a
+  // staged block of its buffer's exact size on a host backend by moving its
+  // pages (Backend::move_pages_into), anything else by a copy.
+  const auto place = [&b](void* dst, HostBuffer& staged, std::size_t bytes) {
+    if (staged.empty()) return;
+    if (staged.size() == bytes && b.move_pages_into(dst, staged.data(), bytes))
+      (void)staged.release();
+    else
+      b.upload(dst, staged.data(), staged.size());
   };
   for (int di = 0; di < kNumDtypes; ++di) {
     const Dtype d = static_cast<Dtype>(di);
@@ -543,14 +547,11 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
     const AdamBuffers& ab = opt.adam_buffers(d);
     const auto nm = static_cast<std::size_t>(opt.layout().muon[static_cast<std::size_t>(di)].total_elements());
     const auto na = static_cast<std::size_t>(ab.elements);
-    Optimizer::StateBlocks blocks;
-    blocks.muon_param = place(mb.param, r.muon_param[di], nm * es);
-    blocks.adam_param = place(ab.param, r.adam_param[di], na * es);
-    blocks.muon_momentum = reinterpret_cast<float*>(
-        place(mb.momentum, r.muon_momentum[di], static_cast<std::size_t>(mb.segment_elements) * 4));
-    blocks.adam_m = reinterpret_cast<float*>(place(ab.exp_avg, r.adam_m[di], na * 4));
-    blocks.adam_v = reinterpret_cast<float*>(place(ab.exp_avg_sq, r.adam_v[di], na * 4));
-    opt.adopt_state(d, blocks);
+    place(mb.param, r.muon_param[di], nm * es);
+    place(ab.param, r.adam_param[di], na * es);
+    place(mb.momentum, r.muon_momentum[di], static_cast<std::size_t>(mb.segment_elements) * 4);
+    place(ab.exp_avg, r.adam_m[di], na * 4);
+    place(ab.exp_avg_sq, r.adam_v[di], na * 4);
   }
   if (opt.layout().num_adam_rows > 0)
     b.upload(opt.adam_steps(), r.adam_steps.data(), static_cast<std::size_t>(opt.layout().num_adam_rows) * 8);
@@ -586,6 +587,7 @@ int64_t restore_checkpoint(Optimizer& opt, const std::string& path_arg) {
   const std::string path = bcast_string(comm, path_arg);
   // Rank 0 decides what to try, in order; everyone tries the same files.
   std::vector<std::string> candidates;
+  std::string skipped;  // what was passed over, for dmuon.fallback
   int directory = 0;
   if (ctx.rank == 0) {
     directory = is_directory(path) ? 1 : 0;
@@ -593,18 +595,21 @@ int64_t restore_checkpoint(Optimizer& opt, const std::string& path_arg) {
       candidates.push_back(path);
     } else {
       const std::string latest = read_latest(path);
-      if (!latest.empty() && path_exists(join_path(path, latest))) candidates.push_back(join_path(path, latest));
+      if (!latest.empty() && path_exists(join_path(path, latest)))
+        candidates.push_back(join_path(path, latest));
+      else if (!latest.empty())
+        skipped = join_path(path, kLatestName) + " names '" + latest + "', which does not exist";
       for (const auto& [step, name] : list_checkpoints(path))
         if (name != latest) candidates.push_back(join_path(path, name));
     }
   }
   check_mpi(MPI_Bcast(&directory, 1, MPI_INT, 0, comm), "MPI_Bcast (restore)");
   candidates = bcast_strings(comm, candidates);
+  skipped = bcast_string(comm, skipped);
   agreed(comm, [&] {
     require(!candidates.empty(), DMUON_ERR_NOT_FOUND, "dmuon_checkpoint_restore: no checkpoint in '" + path + "'");
   });
 
-  std::string skipped;
   int first_status = 0;
   for (const std::string& file : candidates) {
     try {

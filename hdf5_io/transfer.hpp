@@ -17,8 +17,8 @@ namespace dmuon::ckpt {
 
 // Zeroed host memory for restore staging, mapped from the kernel
 // (map_anonymous): its pages come on first touch or when populated (by the
-// reader's helper threads). A host-addressable backend can take the block
-// over (Backend::adopt_mapping) instead of copying it.
+// reader's helper threads). A host backend can move its pages into the
+// optimizer's storage (Backend::move_pages_into) instead of copying them.
 class HostBuffer {
  public:
   HostBuffer() = default;
@@ -26,7 +26,7 @@ class HostBuffer {
   char* data() const { return p_.get(); }
   std::size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
-  // Hands the mapping over: the caller now owns it.
+  // Forgets the mapping (its pages were moved elsewhere): nothing is unmapped.
   char* release() {
     n_ = 0;
     return p_.release();

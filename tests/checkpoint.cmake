@@ -26,12 +26,12 @@ foreach(pair IN ITEMS 2:1 1:4 4:2 3:2 2:5 2:2)
   dmuon_add_mpi_test(NAME ${case}_restore COMMAND ckpt_tool resume ${ckpt_dir}/${n}to${m} ${ckpt_steps} ${ckpt_more} ${n}
                      NPROCS ${m} LABELS checkpoint PROPERTIES FIXTURES_REQUIRED ${case} RESOURCE_LOCK ${case})
   # Ranks on one node copy the replicated datasets from the page cache; across nodes they
-  # all-gather them. The same restore again, through the all-gather (it re-saves in the same place).
+  # all-gather them. The same restore again, through the all-gather (options.restore_gather = 1;
+  # it re-saves in the same place).
   if(m GREATER 1)
-    dmuon_add_mpi_test(NAME ${case}_restore_gather COMMAND ckpt_tool resume ${ckpt_dir}/${n}to${m} ${ckpt_steps}
+    dmuon_add_mpi_test(NAME ${case}_restore_gather COMMAND ckpt_tool resume-gather ${ckpt_dir}/${n}to${m} ${ckpt_steps}
                        ${ckpt_more} ${n} NPROCS ${m} LABELS checkpoint
                        PROPERTIES FIXTURES_REQUIRED ${case} RESOURCE_LOCK ${case})
-    set_tests_properties(${case}_restore_gather_np${m} PROPERTIES ENVIRONMENT "${DMUON_TEST_ENV};DMUON_RESTORE_GATHER=1")
   endif()
 endforeach()
 

@@ -101,8 +101,7 @@ int main(int argc, char** argv) {
     int best_sym = 0;
     // The backend's own choice first: its first step times the shape (or reads the cache).
     for (int graphs : {1, 0}) {
-      setenv("DMUON_NS_SYMMETRIC", "auto", 1);
-      dmuon_options_t o = DMUON_OPTIONS_INIT;
+      dmuon_options_t o = DMUON_OPTIONS_INIT;  // muon_ns_symmetric: timed (auto)
       o.cuda_graphs = graphs;
       bench::Run run(params, o);
       const double ms = run.ms_per_step(3, it) / count;
@@ -126,9 +125,8 @@ int main(int argc, char** argv) {
     // Plain products forced, and the best symmetric candidate forced (graphs).
     if (best_sym == dmuon::kNsGramBlocks) best_sym = 0;  // Gram has its own row below
     for (int forced : {0, best_sym}) {
-      const std::string value = std::to_string(forced);
-      setenv("DMUON_NS_SYMMETRIC", value.c_str(), 1);
       dmuon_options_t o = DMUON_OPTIONS_INIT;
+      o.muon_ns_symmetric = forced;
       bench::Run run(params, o);
       bench::result(tag + (forced ? "_sym_ms" : "_plain_ms"), run.ms_per_step(3, it) / count);
       if (!best_sym) break;  // no symmetric candidate fits or passed the check
@@ -141,9 +139,9 @@ int main(int argc, char** argv) {
         const std::string sfx = schedule == DMUON_NS_QUINTIC ? "" : "_pe";
         for (const char* forced : {"gram", "0"}) {
           if (schedule == DMUON_NS_QUINTIC && forced[0] == '0') continue;  // measured above
-          setenv("DMUON_NS_SYMMETRIC", forced, 1);
           dmuon_options_t o = DMUON_OPTIONS_INIT;
           o.muon_ns_schedule = schedule;
+          o.muon_ns_symmetric = forced[0] == 'g' ? DMUON_NS_SYMMETRIC_GRAM : DMUON_NS_SYMMETRIC_OFF;
           bench::Run run(params, o);
           bench::result(tag + (forced[0] == 'g' ? "_gram" : "_plain") + sfx + "_ms", run.ms_per_step(3, it) / count);
         }
@@ -151,7 +149,6 @@ int main(int argc, char** argv) {
     }
     bench::result(tag + "_gemm_tflops", gemm_tflops(k, n, count));
   }
-  unsetenv("DMUON_NS_SYMMETRIC");
   MPI_Finalize();
   return 0;
 }

@@ -65,7 +65,8 @@ extern "C" {
   X(DMUON_ERR_TIMEOUT, 25, "a collective did not complete within the configured timeout")   \
   X(DMUON_ERR_PEER_FAILED, 26, "another rank failed; the collective was abandoned")         \
   X(DMUON_ERR_NOT_SUPPORTED, 27, "operation not supported by this backend or build")        \
-  X(DMUON_ERR_INTERNAL, 28, "internal error")
+  X(DMUON_ERR_INTERNAL, 28, "internal error")                                              \
+  X(DMUON_ERR_REPLICAS_DIFFER, 29, "replicated parameters differ across ranks")
 
 /** Status codes returned by every call. */
 typedef enum dmuon_status_e {
@@ -106,53 +107,84 @@ typedef struct dmuon_optimizer_s *dmuon_optimizer_t;
 
 /** Magic number stored in every options struct. */
 #define DMUON_OPTIONS_MAGIC 0x646d756fu
-/** Version of the options struct layout. */
-#define DMUON_OPTIONS_VERSION 1
+/** Version of the options struct layout: 2 added the fields after cuda_stream. */
+#define DMUON_OPTIONS_VERSION 2
+
+/** Newton-Schulz products on the CUDA backend (option muon_ns_symmetric). */
+#define DMUON_NS_SYMMETRIC_AUTO (-1) /**< timed per shape on the GPU, cross-checked, cached. */
+#define DMUON_NS_SYMMETRIC_OFF 0     /**< plain GEMMs always (bitwise the same on every machine). */
+#define DMUON_NS_SYMMETRIC_GRAM 1    /**< Gram Newton-Schulz wherever the shape fits it (no timing). */
+
+/**
+ * @brief The optimizer options, as one list: O(type, name, default, check, saved, text).
+ *
+ * The struct ::dmuon_options_t, its initialiser ::DMUON_OPTIONS_INIT, the
+ * library's validation, the checkpoint's table of stored hyper-parameters and
+ * the Fortran type `dmuon_options` are all generated from this list, so none
+ * of them can drift from another. `check` is the rule the library applies:
+ * nonneg (finite, >= 0), unit (in [0, 1)), positive (finite, > 0), finite,
+ * flag (0 or 1), ns_steps (1..100), ns_schedule (a ::dmuon_ns_schedule_t),
+ * muon_scale (a ::dmuon_muon_scale_t), ns_symmetric (AUTO, OFF, GRAM, 2, 4 or 8),
+ * nonneg_int (>= 0), any (not checked). `saved`: restored (stored in
+ * checkpoints, and restored from them), kept (stored, but a restore keeps the
+ * caller's value: it describes the run, not the model), unsaved (not stored).
+ * The order is the struct's layout, part of the ABI: new fields go at the end.
+ */
+#define DMUON_OPTIONS_LIST(O)                                                                          \
+  /* Adam group */                                                                                     \
+  O(double, adam_lr, 1e-3, nonneg, restored, "AdamW learning rate (default 1e-3).")                    \
+  O(double, adam_beta1, 0.9, unit, restored, "AdamW beta1 (default 0.9).")                             \
+  O(double, adam_beta2, 0.999, unit, restored, "AdamW beta2 (default 0.999).")                         \
+  O(double, adam_eps, 1e-8, positive, restored, "AdamW eps (default 1e-8).")                           \
+  O(double, adam_weight_decay, 0.01, nonneg, restored, "AdamW decoupled weight decay (default 0.01).") \
+  /* Muon group */                                                                                     \
+  O(double, muon_lr, 0.02, nonneg, restored, "Muon learning rate (default 0.02).")                     \
+  O(double, muon_momentum, 0.95, unit, restored, "Muon momentum (default 0.95).")                      \
+  O(int, muon_nesterov, 1, flag, restored, "1: Nesterov momentum (default), 0: plain.")                \
+  O(int, muon_ns_steps, 5, ns_steps, restored, "Newton-Schulz iterations, 1..100 (default 5).")        \
+  O(int, muon_ns_schedule, DMUON_NS_QUINTIC, ns_schedule, restored,                                     \
+    "a dmuon_ns_schedule_t (default DMUON_NS_QUINTIC).")                                               \
+  O(int, muon_scale, DMUON_SCALE_ORIGINAL, muon_scale, restored,                                        \
+    "a dmuon_muon_scale_t (default DMUON_SCALE_ORIGINAL).")                                            \
+  O(double, muon_ns_eps, 1e-7, positive, restored, "Frobenius normalisation floor (default 1e-7).")    \
+  O(double, muon_weight_decay, 0.0, nonneg, restored, "Muon decoupled weight decay (default 0).")      \
+  /* Clipping and guards */                                                                            \
+  O(double, max_grad_norm, 0.0, finite, restored, "global norm clip threshold; <= 0 disables clipping (default 0).") \
+  O(int, skip_nonfinite, 0, flag, restored,                                                             \
+    "1: a step whose gradient norm is not finite changes nothing (default 0).")                        \
+  /* CUDA backend and the run */                                                                       \
+  O(int, cuda_graphs, 1, flag, kept, "1: replay Newton-Schulz from CUDA graphs (default), 0: eager.")  \
+  O(int, collective_timeout_ms, 0, nonneg_int, kept,                                                    \
+    "a collective not finished after this many ms fails with DMUON_ERR_TIMEOUT; 0 waits forever (default 0).") \
+  O(int, cuda_step_graph, 0, flag, kept,                                                                \
+    "1: capture the whole step (NCCL included) in one CUDA graph after a warm-up step and replay it (default 0).") \
+  O(void *, cuda_stream, NULL, any, unsaved,                                                            \
+    "a cudaStream_t to enqueue the step on, which orders it with the caller's work (see dmuon_step()); NULL: the optimizer's own stream, ordered with the legacy default stream by events (default).") \
+  /* Version 2 */                                                                                      \
+  O(int, muon_ns_symmetric, DMUON_NS_SYMMETRIC_AUTO, ns_symmetric, unsaved,                             \
+    "CUDA Newton-Schulz products: DMUON_NS_SYMMETRIC_AUTO (default), DMUON_NS_SYMMETRIC_OFF, DMUON_NS_SYMMETRIC_GRAM, or 2, 4, 8 row blocks where they fit.") \
+  O(int, restore_gather, 0, flag, unsaved,                                                              \
+    "1: a restore all-gathers the replicated state even when all ranks share a node; 0 (default): there each rank copies it from the page cache.")
 
 /**
  * @brief Optimizer-wide options. Always start from ::DMUON_OPTIONS_INIT, then
  *        change the fields you need: fields added later keep old callers valid.
+ *        Each field is described in ::DMUON_OPTIONS_LIST.
  */
 typedef struct dmuon_options_s {
   size_t struct_size;       /**< sizeof(dmuon_options_t), set by the initialiser. */
   uint32_t magic;           /**< ::DMUON_OPTIONS_MAGIC. */
   uint32_t version;         /**< ::DMUON_OPTIONS_VERSION. */
-  /* Adam group */
-  double adam_lr;           /**< AdamW learning rate (default 1e-3). */
-  double adam_beta1;        /**< AdamW beta1 (default 0.9). */
-  double adam_beta2;        /**< AdamW beta2 (default 0.999). */
-  double adam_eps;          /**< AdamW eps (default 1e-8). */
-  double adam_weight_decay; /**< AdamW decoupled weight decay (default 0.01). */
-  /* Muon group */
-  double muon_lr;           /**< Muon learning rate (default 0.02). */
-  double muon_momentum;     /**< Muon momentum (default 0.95). */
-  int muon_nesterov;        /**< 1: Nesterov momentum (default), 0: plain. */
-  int muon_ns_steps;        /**< Newton-Schulz iterations (default 5). */
-  int muon_ns_schedule;     /**< a ::dmuon_ns_schedule_t (default ::DMUON_NS_QUINTIC). */
-  int muon_scale;           /**< a ::dmuon_muon_scale_t (default ::DMUON_SCALE_ORIGINAL). */
-  double muon_ns_eps;       /**< Frobenius normalisation floor (default 1e-7). */
-  double muon_weight_decay; /**< Muon decoupled weight decay (default 0). */
-  /* Clipping and guards */
-  double max_grad_norm;     /**< global norm clip threshold; <= 0 disables clipping (default 0). */
-  int skip_nonfinite;       /**< 1: a step whose gradient norm is not finite changes nothing (default 0). */
-  /* CUDA backend */
-  int cuda_graphs;          /**< 1: replay Newton-Schulz from CUDA graphs (default), 0: eager. */
-  int collective_timeout_ms;/**< a collective that has not finished after this many ms fails with
-                                 ::DMUON_ERR_TIMEOUT; 0 waits forever (default 0). */
-  int cuda_step_graph;      /**< 1: capture the whole step (NCCL included) in one CUDA graph after a
-                                 warm-up step and replay it (default 0). */
-  void *cuda_stream;        /**< a cudaStream_t to enqueue the step on, which orders it with the caller's work
-                                 (see dmuon_step()); NULL: the optimizer's own stream, ordered with the
-                                 legacy default stream by events. */
+#define DMUON_X_OPTION_FIELD(type, name, value, check, saved, text) type name;
+  DMUON_OPTIONS_LIST(DMUON_X_OPTION_FIELD)
+#undef DMUON_X_OPTION_FIELD
 } dmuon_options_t;
 
-/** Initialiser holding every default. */
-#define DMUON_OPTIONS_INIT                                                                   \
-  {                                                                                          \
-    sizeof(dmuon_options_t), DMUON_OPTIONS_MAGIC, DMUON_OPTIONS_VERSION, 1e-3, 0.9, 0.999,  \
-        1e-8, 0.01, 0.02, 0.95, 1, 5, DMUON_NS_QUINTIC, DMUON_SCALE_ORIGINAL, 1e-7, 0.0,     \
-        0.0, 0, 1, 0, 0, NULL                                                                \
-  }
+/** One default of ::DMUON_OPTIONS_LIST, as ::DMUON_OPTIONS_INIT lists them. */
+#define DMUON_X_OPTION_DEFAULT(type, name, value, check, saved, text) value,
+/** Initialiser holding every default, in the order of ::DMUON_OPTIONS_LIST. */
+#define DMUON_OPTIONS_INIT \
+  { sizeof(dmuon_options_t), DMUON_OPTIONS_MAGIC, DMUON_OPTIONS_VERSION, DMUON_OPTIONS_LIST(DMUON_X_OPTION_DEFAULT) }
 
 /** Gradient clipping statistics of the last step (read with dmuon_get_clip_stats()). */
 typedef struct dmuon_clip_stats_s {
@@ -250,11 +282,20 @@ int dmuon_param_id(dmuon_optimizer_t opt, const char *name, int *id);
  * Pointers into the library's flat storage for parameter @p id: its values and
  * its gradient, contiguous row-major, on the backend's memory (host for "cpu",
  * device for "cuda"). Either out pointer may be NULL. Valid until the
- * optimizer is destroyed or a dmuon_checkpoint_restore() succeeds: a restore
- * may re-plan the flat storage (free it and allocate another, where each
- * parameter has another offset), so take the views again after it.
+ * optimizer is destroyed or the flat storage moves, which only a
+ * dmuon_checkpoint_restore() that must re-plan it does (a checkpoint saved
+ * with another ownership plan); dmuon_views_epoch() tells.
  */
 int dmuon_param_view(dmuon_optimizer_t opt, int id, void **data, void **grad);
+/**
+ * How many times the flat storage has moved since finalize: 0 after
+ * dmuon_optimizer_finalize(), one more after each dmuon_checkpoint_restore()
+ * that re-planned the storage (ownership saved on another number of ranks, or
+ * another plan). Views from dmuon_param_view() stay valid while it reads the
+ * same; compare it before and after a restore and take the views again when
+ * it grew.
+ */
+int dmuon_views_epoch(dmuon_optimizer_t opt, int64_t *epoch);
 /** Number of elements of parameter @p id. */
 int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t *numel);
 /**
@@ -263,6 +304,23 @@ int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t *numel);
  * NULL removes it.
  */
 int dmuon_set_external_grad(dmuon_optimizer_t opt, int id, const void *grad);
+
+/**
+ * Collective: every parameter (Muon and Adam) takes the values of rank
+ * @p root's copy. Call it after initialising the parameters through their
+ * views when the ranks may have initialised them differently (a per-rank
+ * random seed): Adam parameters are replicated, and a step never makes
+ * copies that differ agree again.
+ */
+int dmuon_broadcast_params(dmuon_optimizer_t opt, int root);
+/**
+ * Collective: ::DMUON_ERR_REPLICAS_DIFFER on every rank when some replicated
+ * (Adam) parameter holds different values on different ranks; the message
+ * names the first such parameter and two ranks that differ. Compares one
+ * 64-bit hash per parameter. dmuon_checkpoint_save() runs this check itself
+ * before it writes anything.
+ */
+int dmuon_check_replicas(dmuon_optimizer_t opt);
 /**@}*/
 
 /* ------------------------------------------------------------------------- */
@@ -354,9 +412,12 @@ int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char *dir, int64_t user_s
  * Restore (collective) from @p path: a checkpoint file, or a directory whose
  * "latest" is followed, falling back to the newest older checkpoint that
  * verifies. Writes the restored user step into @p user_step (may be NULL).
- * On any failure the optimizer is unchanged. On success every pointer from
- * dmuon_param_view() is invalid (the restore may have re-planned the flat
- * storage, or made the memory it read into the storage): take the views again.
+ * On any failure the optimizer is unchanged. On success the views from
+ * dmuon_param_view() stay valid (same addresses, restored contents) when
+ * the checkpoint's plan is the optimizer's; a restore that must re-plan the
+ * storage moves it and adds one to dmuon_views_epoch(): take the views again then.
+ * The reserved attribute "dmuon.fallback" names the checkpoints passed over
+ * (damaged, or a "latest" that names a missing file); "" when none.
  */
 int dmuon_checkpoint_restore(dmuon_optimizer_t opt, const char *path, int64_t *user_step);
 /** Attach a free-form string attribute saved with the next checkpoints. */

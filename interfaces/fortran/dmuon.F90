@@ -51,7 +51,7 @@ module dmuon
             dmuon_get_step_count, dmuon_get_clip_stats, dmuon_param_owner, dmuon_state_bytes, &
             dmuon_checkpoint_save, dmuon_checkpoint_restore, dmuon_checkpoint_set_attribute, &
             dmuon_checkpoint_get_attribute, dmuon_install_signal_handler, dmuon_request_checkpoint, &
-            dmuon_checkpoint_requested
+            dmuon_checkpoint_requested, dmuon_views_epoch, dmuon_broadcast_params, dmuon_check_replicas
   ! Gradients and accumulation, schedules, metrics (issue 21).
   public :: dmuon_zero_grad, dmuon_set_grad_accumulation, dmuon_get_grad_accumulation
   public :: dmuon_lr_schedule, DMUON_LR_CONSTANT, DMUON_LR_LINEAR, DMUON_LR_COSINE, DMUON_LR_STEP, &
@@ -76,8 +76,9 @@ module dmuon
   !> fp32, integer(c_int16_t) (raw bfloat16 bits) for bf16, of the
   !> parameter's own rank (1 to 4) and Fortran shape; a rank-1 pointer gives
   !> the flat view of a parameter of any rank. Valid until the optimizer is
-  !> destroyed or a dmuon_checkpoint_restore succeeds (a restore may re-plan
-  !> the storage): call dmuon_param_view again after a restore.
+  !> destroyed or the storage moves, which only a dmuon_checkpoint_restore
+  !> that re-plans it does: its optional `views_moved` (or dmuon_views_epoch)
+  !> says when to call dmuon_param_view again.
   interface dmuon_param_view
     module procedure view_f32_1, view_f32_2, view_f32_3, view_f32_4, &
                      view_bf16_1, view_bf16_2, view_bf16_3, view_bf16_4
@@ -255,8 +256,9 @@ contains
     call context_create_int(comm%MPI_VAL, resource, ctx, ierr)
   end subroutine context_create_f08
 
-  !> Destroy the context (collective); harmless on a destroyed one.
-  !> Destroy its optimizers first.
+  !> Destroy the context (collective); harmless on a destroyed one. Its
+  !> optimizers keep it alive until the last of them is destroyed, so the
+  !> order of destroys (and of finalizers) does not matter.
   subroutine dmuon_context_destroy(ctx, ierr)
     type(dmuon_context), intent(inout) :: ctx
     integer, intent(out), optional :: ierr
@@ -441,6 +443,30 @@ contains
     call check(c_dmuon_set_external_grad(opt%ptr, int(id, c_int), grad), opt%ctx, "dmuon_set_external_grad", ierr)
   end subroutine dmuon_set_external_grad
 
+  !> How many times the flat storage moved since finalize (see the C call).
+  subroutine dmuon_views_epoch(opt, epoch, ierr)
+    type(dmuon_optimizer), intent(in) :: opt
+    integer(c_int64_t), intent(out) :: epoch
+    integer, intent(out), optional :: ierr
+    epoch = -1
+    call check(c_dmuon_views_epoch(opt%ptr, epoch), opt%ctx, "dmuon_views_epoch", ierr)
+  end subroutine dmuon_views_epoch
+
+  !> Collective: every parameter takes rank `root`'s values.
+  subroutine dmuon_broadcast_params(opt, root, ierr)
+    type(dmuon_optimizer), intent(inout) :: opt
+    integer, intent(in) :: root
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_broadcast_params(opt%ptr, int(root, c_int)), opt%ctx, "dmuon_broadcast_params", ierr)
+  end subroutine dmuon_broadcast_params
+
+  !> Collective: DMUON_ERR_REPLICAS_DIFFER when a replicated parameter differs across ranks.
+  subroutine dmuon_check_replicas(opt, ierr)
+    type(dmuon_optimizer), intent(in) :: opt
+    integer, intent(out), optional :: ierr
+    call check(c_dmuon_check_replicas(opt%ptr), opt%ctx, "dmuon_check_replicas", ierr)
+  end subroutine dmuon_check_replicas
+
   ! ------------------------------------------------------------- stepping and hyper-parameters
 
   subroutine dmuon_step(opt, ierr)
@@ -565,16 +591,28 @@ contains
     call check(c_dmuon_checkpoint_save(opt%ptr, to_c(dir), user_step, o), opt%ctx, "dmuon_checkpoint_save", ierr)
   end subroutine dmuon_checkpoint_save
 
-  !> On success the pointers from dmuon_param_view are invalid (the storage
-  !> may have been re-planned): take the views again.
-  subroutine dmuon_checkpoint_restore(opt, path, user_step, ierr)
+  !> On success the pointers from dmuon_param_view stay valid, unless the
+  !> restore had to re-plan the storage: then `views_moved` (optional, after
+  !> ierr as in HDF5's wrappers) is .true. and the views must be taken again.
+  !> (The module cannot reach the pointer variables a program holds.)
+  subroutine dmuon_checkpoint_restore(opt, path, user_step, ierr, views_moved)
     type(dmuon_optimizer), intent(inout) :: opt
     character(len=*), intent(in) :: path
     integer(c_int64_t), intent(out), optional :: user_step
     integer, intent(out), optional :: ierr
-    integer(c_int64_t) :: s
+    logical, intent(out), optional :: views_moved
+    integer(c_int64_t) :: s, before, after
+    integer(c_int) :: status
     s = 0
-    call check(c_dmuon_checkpoint_restore(opt%ptr, to_c(path), s), opt%ctx, "dmuon_checkpoint_restore", ierr)
+    before = -1
+    after = -1
+    ! Read only when the restore can succeed, so that the query never
+    ! replaces the message of a failed restore.
+    status = c_dmuon_views_epoch(opt%ptr, before)
+    status = c_dmuon_checkpoint_restore(opt%ptr, to_c(path), s)
+    if (status == DMUON_SUCCESS) status = c_dmuon_views_epoch(opt%ptr, after)
+    if (present(views_moved)) views_moved = status == DMUON_SUCCESS .and. after /= before
+    call check(status, opt%ctx, "dmuon_checkpoint_restore", ierr)
     if (present(user_step)) user_step = s
   end subroutine dmuon_checkpoint_restore
 

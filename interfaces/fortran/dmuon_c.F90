@@ -19,34 +19,17 @@ module dmuon_c
   integer(c_int), parameter, public :: DMUON_NS_QUINTIC = 0, DMUON_NS_POLAR_EXPRESS = 1
   integer(c_int), parameter, public :: DMUON_SCALE_ORIGINAL = 0, DMUON_SCALE_MATCH_ADAMW_RMS = 1
   integer(c_int32_t), parameter, public :: DMUON_OPTIONS_MAGIC = int(z'646d756f', c_int32_t)
-  integer(c_int32_t), parameter, public :: DMUON_OPTIONS_VERSION = 1
 
-  !> Mirror of dmuon_options_t, defaults of DMUON_OPTIONS_INIT. struct_size is
-  !> filled by the wrappers (c_sizeof is not a constant expression); the test
-  !> fortran_options checks the layout against the C library field by field.
+  !> Mirror of dmuon_options_t with the defaults of DMUON_OPTIONS_INIT: its
+  !> components are generated from DMUON_OPTIONS_LIST in dmuon.h at configure
+  !> time (interfaces/fortran/CMakeLists.txt), so they cannot drift from C;
+  !> test_f_options compares the defaults and the layout with the C library's.
+  !> struct_size is filled by the wrappers (c_sizeof is not a constant expression).
   type, bind(C), public :: dmuon_options
     integer(c_size_t) :: struct_size = 0
     integer(c_int32_t) :: magic = DMUON_OPTIONS_MAGIC
     integer(c_int32_t) :: version = DMUON_OPTIONS_VERSION
-    real(c_double) :: adam_lr = 1.0d-3
-    real(c_double) :: adam_beta1 = 0.9d0
-    real(c_double) :: adam_beta2 = 0.999d0
-    real(c_double) :: adam_eps = 1.0d-8
-    real(c_double) :: adam_weight_decay = 0.01d0
-    real(c_double) :: muon_lr = 0.02d0
-    real(c_double) :: muon_momentum = 0.95d0
-    integer(c_int) :: muon_nesterov = 1
-    integer(c_int) :: muon_ns_steps = 5
-    integer(c_int) :: muon_ns_schedule = DMUON_NS_QUINTIC
-    integer(c_int) :: muon_scale = DMUON_SCALE_ORIGINAL
-    real(c_double) :: muon_ns_eps = 1.0d-7
-    real(c_double) :: muon_weight_decay = 0.0d0
-    real(c_double) :: max_grad_norm = 0.0d0
-    integer(c_int) :: skip_nonfinite = 0
-    integer(c_int) :: cuda_graphs = 1
-    integer(c_int) :: collective_timeout_ms = 0
-    integer(c_int) :: cuda_step_graph = 0
-    type(c_ptr) :: cuda_stream = c_null_ptr
+#include "dmuon_options_type.inc"
   end type dmuon_options
 
   !> Mirror of dmuon_clip_stats_t (flags are C ints: 0 or 1).
@@ -75,6 +58,7 @@ module dmuon_c
             c_dmuon_set_max_grad_norm, c_dmuon_get_options, c_dmuon_get_step_count, c_dmuon_get_clip_stats, &
             c_dmuon_param_owner, c_dmuon_state_bytes, c_dmuon_checkpoint_save, c_dmuon_checkpoint_restore, &
             c_dmuon_checkpoint_set_attribute, c_dmuon_checkpoint_get_attribute, &
+            c_dmuon_views_epoch, c_dmuon_broadcast_params, c_dmuon_check_replicas, &
             c_dmuon_install_signal_handler, c_dmuon_request_checkpoint, c_dmuon_checkpoint_requested
   ! Gradients and accumulation, schedules, metrics (issue 21).
   public :: c_dmuon_zero_grad, c_dmuon_set_grad_accumulation, c_dmuon_get_grad_accumulation
@@ -193,6 +177,20 @@ module dmuon_c
       import :: c_int, c_ptr
       type(c_ptr), value :: opt, grad
       integer(c_int), value :: id
+    end function
+    integer(c_int) function c_dmuon_views_epoch(opt, epoch) bind(C, name="dmuon_views_epoch")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: opt
+      integer(c_int64_t), intent(out) :: epoch
+    end function
+    integer(c_int) function c_dmuon_broadcast_params(opt, root) bind(C, name="dmuon_broadcast_params")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
+      integer(c_int), value :: root
+    end function
+    integer(c_int) function c_dmuon_check_replicas(opt) bind(C, name="dmuon_check_replicas")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: opt
     end function
     integer(c_int) function c_dmuon_step(opt) bind(C, name="dmuon_step")
       import :: c_int, c_ptr

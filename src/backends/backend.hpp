@@ -63,6 +63,7 @@ struct MuonHyper {
   int ns_schedule;  // dmuon_ns_schedule_t
   float ns_eps;
   int cuda_graphs;
+  int ns_symmetric;  // options.muon_ns_symmetric: DMUON_NS_SYMMETRIC_AUTO (timed), _OFF, _GRAM, or 2/4/8 blocks
 };
 
 class Backend {
@@ -72,11 +73,14 @@ class Backend {
 
   // Memory in the backend's space. allocate() returns zero-filled memory.
   virtual void* allocate(std::size_t bytes) = 0;
-  // Takes over a block from map_anonymous (core/mapped_memory.hpp) as if
-  // allocate() had returned it, released by release(): a restore hands its
-  // staging over this way instead of copying it in (hdf5_io/reader.cpp).
-  // False: the caller keeps it (not a host backend, or no memory to record it).
-  virtual bool adopt_mapping(void* /*p*/, std::size_t /*bytes*/) noexcept { return false; }
+  // Replaces the contents of `dst`, a block of `bytes` from allocate(), with
+  // those of `staged`, a block of the same length from map_anonymous
+  // (core/mapped_memory.hpp), by moving its pages instead of copying them:
+  // dst keeps its address, so the views into it stay valid, and `staged` is
+  // consumed. A restore places its staging this way (hdf5_io/reader.cpp).
+  // False: nothing changed (not a host backend, or dst is not a mapped block
+  // of that length); the caller copies instead.
+  virtual bool move_pages_into(void* /*dst*/, void* /*staged*/, std::size_t /*bytes*/) noexcept { return false; }
   virtual void release(void* p) noexcept = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;

@@ -2,8 +2,10 @@
 // Each function checks its handles and pointers, then delegates.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/api_guard.hpp"
+#include "core/replicas.hpp"
 
 using namespace dmuon;
 
@@ -11,6 +13,29 @@ namespace dmuon {
 std::string& orphan_last_error() {
   static thread_local std::string message;
   return message;
+}
+
+int release_context(dmuon_context_s* ctx) noexcept {
+  dmuon_context_s& c = *ctx;
+  if (--c.references > 0) return DMUON_SUCCESS;
+  const int status = guarded(&c, [&] {
+    ScopedDevice on_device(c.backend.get());
+    if (!c.backend->failed_status()) c.backend->close();
+  });
+  const bool poisoned = c.backend->failed_status() != 0;
+  if (status != DMUON_SUCCESS) orphan_last_error() = c.last_error;  // the context's message dies with it
+  for (auto it = c.saved_handlers.rbegin(); it != c.saved_handlers.rend(); ++it)
+    sigaction(it->signum, &it->previous, nullptr);
+  c.backend.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // MPI_Comm_free is collective in the standard, and a poisoned communicator
+  // holds an abandoned operation with a rank that may be dead: leave it to
+  // MPI (the handle is dropped, the process should end soon).
+  if (!finalized && !poisoned) MPI_Comm_free(&c.comm);
+  c.magic = kDeadMagic;
+  delete &c;
+  return status;
 }
 }  // namespace dmuon
 
@@ -74,30 +99,15 @@ int dmuon_context_create_f(MPI_Fint comm, const char* resource, dmuon_context_t*
 
 // Destroy never hangs and always releases the handle. It returns a failure
 // that it finds itself (the backend's bounded close: a dead peer seen while
-// waiting for the device), not one an earlier call already reported.
+// waiting for the device), not one an earlier call already reported. While
+// optimizers of the context live, only the handle goes: the last optimizer
+// destroyed closes the context.
 int dmuon_context_destroy(dmuon_context_t* ctx) {
   if (ctx == nullptr || *ctx == nullptr) return DMUON_SUCCESS;
   if (!valid(*ctx)) return with_context(*ctx, "dmuon_context_destroy", [](dmuon_context_s&) {});
-  dmuon_context_s& c = **ctx;
-  const int status = guarded(&c, [&] {
-    ScopedDevice on_device(c.backend.get());
-    if (!c.backend->failed_status()) c.backend->close();
-  });
-  const bool poisoned = c.backend->failed_status() != 0;
-  if (status != DMUON_SUCCESS) orphan_last_error() = c.last_error;  // the context's message dies with it
-  for (auto it = c.saved_handlers.rbegin(); it != c.saved_handlers.rend(); ++it)
-    sigaction(it->signum, &it->previous, nullptr);
-  c.backend.reset();
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  // MPI_Comm_free is collective in the standard, and a poisoned communicator
-  // holds an abandoned operation with a rank that may be dead: leave it to
-  // MPI (the handle is dropped, the process should end soon).
-  if (!finalized && !poisoned) MPI_Comm_free(&c.comm);
-  c.magic = kDeadMagic;
-  delete &c;
-  *ctx = nullptr;
-  return status;
+  dmuon_context_s* c = std::exchange(*ctx, nullptr);
+  c->handle_released = true;
+  return release_context(c);
 }
 
 int dmuon_context_backend(dmuon_context_t ctx, char* buf, size_t len) {
@@ -117,43 +127,42 @@ int dmuon_context_rank(dmuon_context_t ctx, int* rank, int* size) {
 }
 
 const char* dmuon_context_last_error(dmuon_context_t ctx) {
-  if (valid(ctx)) return ctx->last_error.c_str();
+  // Also for a context whose handle was destroyed while an optimizer keeps
+  // it: its failures are still recorded there (the Fortran module asks so).
+  if (ctx && ctx->magic == kContextMagic) return ctx->last_error.c_str();
   return orphan_last_error().c_str();
 }
 
 int dmuon_optimizer_create(dmuon_context_t ctx, const dmuon_options_t* options, dmuon_optimizer_t* opt) {
   return with_context(ctx, "dmuon_optimizer_create", [&](dmuon_context_s& c) {
     require_out(opt, "dmuon_optimizer_create", "opt");
-    dmuon_options_t o = DMUON_OPTIONS_INIT;
-    if (options) {
-      require(options->magic == DMUON_OPTIONS_MAGIC && options->version >= 1 &&
-                  options->struct_size >= offsetof(dmuon_options_t, cuda_stream) + sizeof(void*),
-              DMUON_ERR_OPTIONS_VERSION,
-              "dmuon_optimizer_create: options were not initialised with DMUON_OPTIONS_INIT");
-      std::memcpy(&o, options, std::min(options->struct_size, sizeof o));
-      o.struct_size = sizeof o;
-    }
+    const dmuon_options_t o = read_options(options, "dmuon_optimizer_create");
     *opt = new dmuon_optimizer_s(&c, o);
+    ++c.references;  // released by dmuon_optimizer_destroy
   });
 }
 
 // As dmuon_context_destroy: the wait for the optimizer's work is bounded by
-// the collective timeout, its failure is returned, and the handle goes either way.
+// the collective timeout, its failure is returned, and the handle goes either
+// way. The optimizer's reference on its context goes last, after its storage.
 int dmuon_optimizer_destroy(dmuon_optimizer_t* opt) {
   if (opt == nullptr || *opt == nullptr) return DMUON_SUCCESS;
-  return with_optimizer(*opt, "dmuon_optimizer_destroy", [&](Optimizer& o) {
-    struct Release {  // runs when the wait below throws too
-      dmuon_optimizer_t* opt;
-      ~Release() {
-        (*opt)->magic = kDeadMagic;
-        delete *opt;
-        *opt = nullptr;
-      }
-    } release{opt};
+  if (!valid(*opt)) return with_optimizer(*opt, "dmuon_optimizer_destroy", [](Optimizer&) {});
+  dmuon_context_s* ctx = (*opt)->impl.context();
+  const int status = with_optimizer(*opt, "dmuon_optimizer_destroy", [&](Optimizer& o) {
     // A poisoned backend frees nothing that the abandoned operation may touch
     // and waits for nothing; a healthy one finishes the queued work first.
     if (!o.backend().failed_status()) o.backend().synchronize();
   });
+  if (status != DMUON_SUCCESS && ctx->references == 1) orphan_last_error() = ctx->last_error;  // dies below
+  (*opt)->magic = kDeadMagic;
+  {
+    ScopedDevice on_device(ctx->backend.get());  // the storage is freed on the context's device
+    delete *opt;
+  }
+  *opt = nullptr;
+  const int closed = release_context(ctx);
+  return status != DMUON_SUCCESS ? status : closed;
 }
 
 int dmuon_register(dmuon_optimizer_t opt, const char* name, int kind, int dtype, int ndim, const int64_t* shape,
@@ -189,6 +198,14 @@ int dmuon_param_view(dmuon_optimizer_t opt, int id, void** data, void** grad) {
   return with_optimizer(opt, "dmuon_param_view", [&](Optimizer& o) { o.param_view(id, data, grad); });
 }
 
+int dmuon_views_epoch(dmuon_optimizer_t opt, int64_t* epoch) {
+  return with_optimizer(opt, "dmuon_views_epoch", [&](Optimizer& o) {
+    require_out(epoch, "dmuon_views_epoch", "epoch");
+    require(o.finalized(), DMUON_ERR_NOT_FINALIZED, "dmuon_views_epoch: call dmuon_optimizer_finalize first");
+    *epoch = o.views_epoch();
+  });
+}
+
 int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t* numel) {
   return with_optimizer(opt, "dmuon_param_numel", [&](Optimizer& o) {
     require_out(numel, "dmuon_param_numel", "numel");
@@ -198,6 +215,14 @@ int dmuon_param_numel(dmuon_optimizer_t opt, int id, int64_t* numel) {
 
 int dmuon_set_external_grad(dmuon_optimizer_t opt, int id, const void* grad) {
   return with_optimizer(opt, "dmuon_set_external_grad", [&](Optimizer& o) { o.set_external_grad(id, grad); });
+}
+
+int dmuon_broadcast_params(dmuon_optimizer_t opt, int root) {
+  return with_optimizer(opt, "dmuon_broadcast_params", [&](Optimizer& o) { broadcast_params(o, root); });
+}
+
+int dmuon_check_replicas(dmuon_optimizer_t opt) {
+  return with_optimizer(opt, "dmuon_check_replicas", [&](Optimizer& o) { check_replicas(o, "dmuon_check_replicas"); });
 }
 
 int dmuon_step(dmuon_optimizer_t opt) {

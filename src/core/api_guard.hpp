@@ -38,7 +38,11 @@ int guarded(dmuon_context_s* ctx, F&& body) {
   }
 }
 
-inline bool valid(const dmuon_context_s* ctx) { return ctx && ctx->magic == kContextMagic; }
+// A context whose handle the user destroyed is no longer valid as an
+// argument, although its optimizers may keep it alive.
+inline bool valid(const dmuon_context_s* ctx) {
+  return ctx && ctx->magic == kContextMagic && !ctx->handle_released;
+}
 inline bool valid(const dmuon_optimizer_s* opt) { return opt && opt->magic == kOptimizerMagic; }
 
 // Run `body(Optimizer&)` on a checked optimizer handle.
@@ -53,6 +57,10 @@ int with_optimizer(dmuon_optimizer_s* opt, const char* call, F&& body) {
     body(opt->impl);
   });
 }
+
+// Drops one reference (the user's handle or an optimizer's) and tears the
+// context down with the last one; returns a failure of that teardown.
+int release_context(dmuon_context_s* ctx) noexcept;
 
 template <class F>
 int with_context(dmuon_context_s* ctx, const char* call, F&& body) {

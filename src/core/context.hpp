@@ -1,5 +1,10 @@
 // The context: a duplicated MPI communicator, the backend chosen at run time,
 // the last-error message and the checkpoint-request flag.
+//
+// Counted: the user's handle holds one reference and every optimizer of the
+// context another (as libCEED's objects hold their Ceed), so that the
+// context lives until the last of them is destroyed, in whichever order
+// (Fortran finalizers run in an order the compiler picks).
 #pragma once
 #include <csignal>
 #include <memory>
@@ -16,6 +21,8 @@ constexpr uint32_t kDeadMagic = 0xdeadbeefu;
 
 struct dmuon_context_s {
   uint32_t magic = kContextMagic;
+  int references = 1;          // the user's handle, plus one per live optimizer
+  bool handle_released = false; // dmuon_context_destroy was called: the handle is dead to the user
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;

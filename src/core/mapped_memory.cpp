@@ -4,9 +4,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <new>
 #include <system_error>
 
+// Linux 5.7; defined here for older headers (older kernels answer EINVAL).
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
 // Linux 5.14; defined here for older headers (older kernels answer EINVAL).
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -43,6 +48,22 @@ void* map_zeroed(std::size_t bytes) {
     throw std::bad_alloc();
   }
   return p;
+}
+
+bool move_mapping(void* to, void* from, std::size_t bytes, Unmapper& unmapper) noexcept {
+  void* aside = ::mremap(to, bytes, bytes, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+  if (aside == MAP_FAILED) return false;
+  if (::mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED) {
+    unmapper.unmap(aside, bytes);
+    return true;
+  }
+  // The kernel refused the move (out of mappings): the old pages go back,
+  // moved if it lets us, else copied into `to` (still mapped, or mapped anew).
+  if (::mremap(aside, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED) return false;
+  if (::mmap(to, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+    std::memcpy(to, aside, bytes);
+  ::munmap(aside, bytes);
+  return false;
 }
 
 Unmapper::~Unmapper() {

@@ -31,6 +31,16 @@ bool populate(void* p, std::size_t bytes) noexcept;
 // Both: populated zeroed memory. Throws std::bad_alloc.
 void* map_zeroed(std::size_t bytes);
 
+class Unmapper;
+
+// Moves the pages of `from` onto `to` (both from map_anonymous, `bytes`
+// long): `to` keeps its address and holds what `from` held, `from` is gone.
+// The pages `to` held are first set aside (MREMAP_DONTUNMAP, Linux 5.7), `to`
+// staying mapped meanwhile so that no other thread's mapping can take its
+// place, and go to `unmapper`. False: nothing changed (an older kernel, or
+// the kernel refused); the caller copies instead.
+bool move_mapping(void* to, void* from, std::size_t bytes, Unmapper& unmapper) noexcept;
+
 // Returns blocks from map_anonymous to the kernel on a thread of its own, so
 // that their owner goes on at once: a restore replaces about a gigabyte of
 // buffers, and unmapping them took 0.03-0.06 s of a 0.7 s restore on the GPU

@@ -12,30 +12,6 @@
 
 namespace dmuon {
 
-void validate_options(const dmuon_options_t& o) {
-  auto finite_nonneg = [](double x) { return std::isfinite(x) && x >= 0; };
-  require(finite_nonneg(o.adam_lr) && finite_nonneg(o.muon_lr), DMUON_ERR_INVALID_VALUE,
-          "learning rates must be finite and >= 0");
-  require(o.adam_beta1 >= 0 && o.adam_beta1 < 1 && o.adam_beta2 >= 0 && o.adam_beta2 < 1, DMUON_ERR_INVALID_VALUE,
-          "adam betas must be in [0, 1)");
-  require(std::isfinite(o.adam_eps) && o.adam_eps > 0, DMUON_ERR_INVALID_VALUE, "adam_eps must be finite and > 0");
-  require(finite_nonneg(o.adam_weight_decay) && finite_nonneg(o.muon_weight_decay), DMUON_ERR_INVALID_VALUE,
-          "weight decay must be finite and >= 0");
-  require(o.muon_momentum >= 0 && o.muon_momentum < 1, DMUON_ERR_INVALID_VALUE, "muon_momentum must be in [0, 1)");
-  require(o.muon_nesterov == 0 || o.muon_nesterov == 1, DMUON_ERR_INVALID_VALUE, "muon_nesterov must be 0 or 1");
-  require(o.muon_ns_steps >= 1 && o.muon_ns_steps <= 100, DMUON_ERR_INVALID_VALUE, "muon_ns_steps must be 1..100");
-  require(o.muon_ns_schedule == DMUON_NS_QUINTIC || o.muon_ns_schedule == DMUON_NS_POLAR_EXPRESS,
-          DMUON_ERR_INVALID_VALUE, "muon_ns_schedule is not a dmuon_ns_schedule_t");
-  require(o.muon_scale == DMUON_SCALE_ORIGINAL || o.muon_scale == DMUON_SCALE_MATCH_ADAMW_RMS,
-          DMUON_ERR_INVALID_VALUE, "muon_scale is not a dmuon_muon_scale_t");
-  require(std::isfinite(o.muon_ns_eps) && o.muon_ns_eps > 0, DMUON_ERR_INVALID_VALUE, "muon_ns_eps must be > 0");
-  require(std::isfinite(o.max_grad_norm), DMUON_ERR_INVALID_VALUE, "max_grad_norm must be finite");
-  require(o.skip_nonfinite == 0 || o.skip_nonfinite == 1, DMUON_ERR_INVALID_VALUE, "skip_nonfinite must be 0 or 1");
-  require(o.cuda_graphs == 0 || o.cuda_graphs == 1, DMUON_ERR_INVALID_VALUE, "cuda_graphs must be 0 or 1");
-  require(o.collective_timeout_ms >= 0, DMUON_ERR_INVALID_VALUE, "collective_timeout_ms must be >= 0");
-  require(o.cuda_step_graph == 0 || o.cuda_step_graph == 1, DMUON_ERR_INVALID_VALUE, "cuda_step_graph must be 0 or 1");
-}
-
 Optimizer::Optimizer(dmuon_context_s* ctx, const dmuon_options_t& options) : ctx_(ctx), options_(options) {
   validate_options(options_);
 }
@@ -117,22 +93,9 @@ void Optimizer::replan(const std::vector<int>& owners) {
   release_storage();  // the old storage
   swap_old();
   build_muon_batches();
+  ++views_epoch_;
   backend().message(DMUON_MESSAGE_INFO, "the Muon ownership plan changed: the flat storage was allocated again, "
-                                        "so views taken before this call are invalid");
-}
-
-void Optimizer::adopt_state(Dtype d, const StateBlocks& blocks) noexcept {
-  Backend& b = backend();
-  const auto take = [&b](auto*& slot, auto* block) {
-    if (!block) return;
-    b.release(slot);
-    slot = block;
-  };
-  take(muon_[static_cast<int>(d)].param, blocks.muon_param);
-  take(adam_[static_cast<int>(d)].param, blocks.adam_param);
-  take(muon_[static_cast<int>(d)].momentum, blocks.muon_momentum);
-  take(adam_[static_cast<int>(d)].exp_avg, blocks.adam_m);
-  take(adam_[static_cast<int>(d)].exp_avg_sq, blocks.adam_v);
+                                        "so views taken before this call are invalid (dmuon_views_epoch grew)");
 }
 
 void Optimizer::allocate_storage() {
@@ -315,7 +278,8 @@ void Optimizer::step() {
   //      backend memory, so nothing here waits for the device.
   refresh_step_scalars();
   const MuonHyper hyper{static_cast<float>(options_.muon_momentum), options_.muon_nesterov, options_.muon_ns_steps,
-                        options_.muon_ns_schedule, static_cast<float>(options_.muon_ns_eps), options_.cuda_graphs};
+                        options_.muon_ns_schedule, static_cast<float>(options_.muon_ns_eps), options_.cuda_graphs,
+                        options_.muon_ns_symmetric};
   phase.reset();
   phase.emplace("dmuon: muon update");
   if (!muon_batches_.empty()) b.muon_update(muon_, muon_batches_, hyper, stats_);

@@ -10,6 +10,7 @@
 #include "backends/backend.hpp"
 #include "core/context.hpp"
 #include "core/lr_schedule.hpp"
+#include "core/options.hpp"
 #include "core/plan.hpp"
 #include "core/registry.hpp"
 
@@ -50,22 +51,12 @@ class Optimizer {
   const MuonBuffers& muon_buffers(Dtype d) const { return muon_[static_cast<int>(d)]; }
   int64_t* adam_steps() const { return adam_steps_; }  // backend memory, one per Adam row
   StepStats* stats() const { return stats_; }          // backend memory
-  // Re-plan with a given owner list (checkpoint restore on the same world size).
+  // Re-plan with a given owner list (checkpoint restore on the same world
+  // size): new storage, so every view moves and views_epoch() grows.
   void replan(const std::vector<int>& owners);
-  // Restore on a host backend: blocks this backend owns (allocated, or taken
-  // over with Backend::adopt_mapping), of exactly the storage's sizes, take
-  // the place of the parameters, Muon momentum and Adam moments of dtype d
-  // instead of being copied into them (null: that buffer stays); the
-  // replaced blocks are released. The views of the parameters
-  // (dmuon_param_view) end with it, as the restore's contract says.
-  struct StateBlocks {
-    void* muon_param = nullptr;
-    float* muon_momentum = nullptr;
-    void* adam_param = nullptr;
-    float* adam_m = nullptr;
-    float* adam_v = nullptr;
-  };
-  void adopt_state(Dtype d, const StateBlocks& blocks) noexcept;
+  // How many times the flat storage moved since finalize (dmuon_views_epoch):
+  // views taken at one epoch stay valid while it lasts.
+  int64_t views_epoch() const { return views_epoch_; }
 
   // Gradient accumulation (optimizer_training.cpp).
   void zero_grad();
@@ -108,6 +99,7 @@ class Optimizer {
   Registry registry_;
   Layout layout_;
   bool finalized_ = false;
+  int64_t views_epoch_ = 0;
 
   AdamBuffers adam_[kNumDtypes];
   MuonBuffers muon_[kNumDtypes];
@@ -128,8 +120,6 @@ class Optimizer {
   } metrics_;
 };
 
-// Shared by the constructor and every setter.
-void validate_options(const dmuon_options_t& o);
 
 }  // namespace dmuon
 

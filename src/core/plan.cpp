@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 namespace dmuon {
 
@@ -33,24 +34,37 @@ Layout plan_layout(std::vector<ParamRecord>& params, int world, const std::vecto
   for (auto& u : used) u.fill(0);
   std::size_t m = 0;
   int adam_row = 0;
+  // Each end is checked before it is aligned: a sum at most kMaxElements
+  // aligns without wrapping.
+  const auto end_of = [](const ParamRecord& p, int64_t start) {
+    return align_up(checked_add(start, p.numel, DMUON_ERR_OUT_OF_MEMORY,
+                                std::string("the flat ") + kind_name(p.kind) + " " + dtype_name(p.dtype) +
+                                    " storage would exceed " + std::to_string(kMaxElements) + " elements at " +
+                                    p.describe()));
+  };
   for (auto& p : params) {
     const int d = static_cast<int>(p.dtype);
     if (p.kind == Kind::muon) {
       p.owner = owner[m++];
       int64_t& cursor = used[static_cast<std::size_t>(p.owner)][static_cast<std::size_t>(d)];
       p.offset = cursor;  // local for now
-      cursor = align_up(cursor + p.numel);
+      cursor = end_of(p, cursor);
     } else {
       p.owner = -1;
       p.adam_row = adam_row++;
       p.offset = layout.adam_elements[static_cast<std::size_t>(d)];
-      layout.adam_elements[static_cast<std::size_t>(d)] = align_up(p.offset + p.numel);
+      layout.adam_elements[static_cast<std::size_t>(d)] = end_of(p, p.offset);
     }
   }
   layout.num_adam_rows = adam_row;
   for (int d = 0; d < kNumDtypes; ++d) {
     int64_t seg = 0;
     for (const auto& u : used) seg = std::max(seg, u[static_cast<std::size_t>(d)]);
+    // The whole owner-major buffer (world segments) must fit too.
+    checked_mul(seg, world, DMUON_ERR_OUT_OF_MEMORY,
+                std::string("the flat Muon ") + dtype_name(static_cast<Dtype>(d)) + " storage (" +
+                    std::to_string(world) + " segments of " + std::to_string(seg) + " elements) would exceed " +
+                    std::to_string(kMaxElements) + " elements");
     layout.muon[static_cast<std::size_t>(d)].segment_elements = seg;
     layout.muon[static_cast<std::size_t>(d)].world = world;
   }

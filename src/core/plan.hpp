@@ -16,6 +16,7 @@
 
 #include "core/dtype.hpp"
 #include "core/registry.hpp"
+#include "core/sizes.hpp"
 
 namespace dmuon {
 
@@ -23,6 +24,9 @@ namespace dmuon {
 // fp32, 32 for bf16): 16-byte vector accesses on the GPU, no false sharing.
 constexpr int64_t kAlignElements = 16;
 
+static_assert(kAlignElements * 4 <= 64, "kMaxElements leaves room for one alignment's padding");
+
+// n is at most kMaxElements (sizes.hpp), so the padding cannot wrap.
 inline int64_t align_up(int64_t n, int64_t a = kAlignElements) { return (n + a - 1) / a * a; }
 
 // Newton-Schulz cost of one iteration for an m x n matrix, up to a constant.
@@ -47,7 +51,9 @@ struct Layout {
   int num_adam_rows = 0;
 };
 
-// Fill owner / offset / adam_row of every parameter and return the buffer sizes.
+// Fill owner / offset / adam_row of every parameter and return the buffer
+// sizes. Throws DMUON_ERR_OUT_OF_MEMORY when a flat buffer would exceed
+// kMaxElements (sizes.hpp); `params` may be partly filled then.
 // With `owners` non-empty (one per Muon matrix, in registration order) that
 // assignment is used instead of planning (a restored plan).
 Layout plan_layout(std::vector<ParamRecord>& params, int world, const std::vector<int>& owners = {});

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/sizes.hpp"
 
 namespace dmuon {
 
@@ -51,9 +52,9 @@ int Registry::add(const char* name, int kind, int dtype, int ndim, const int64_t
     require(shape[i] > 0, DMUON_ERR_INVALID_SHAPE,
             "dmuon_register('" + n + "'): extent " + std::to_string(i) + " is " +
                 std::to_string(shape[i]) + ", must be positive");
-    require(numel <= INT64_MAX / shape[i], DMUON_ERR_INVALID_SHAPE,
-            "dmuon_register('" + n + "'): the element count overflows");
-    numel *= shape[i];
+    numel = checked_mul(numel, shape[i], DMUON_ERR_INVALID_SHAPE,
+                        "dmuon_register('" + n + "'): the element count exceeds " + std::to_string(kMaxElements) +
+                            " (its optimizer state in bytes would not fit a 64-bit size)");
   }
   require(kind != DMUON_KIND_MUON || ndim == 2, DMUON_ERR_MUON_NOT_2D,
           "dmuon_register('" + n + "'): a Muon parameter must be 2-D, got ndim " + std::to_string(ndim));

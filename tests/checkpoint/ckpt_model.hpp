@@ -57,6 +57,13 @@ inline const char* test_backend() {
   return b && *b ? b : "cpu";
 }
 
+// options.restore_gather of every ModelRun made after it is set (ckpt_tool
+// resume-gather: the all-gather path of a restore on one node).
+inline int& restore_gather_option() {
+  static int gather = 0;
+  return gather;
+}
+
 // A run on `comm` (MPI_COMM_WORLD unless told): context, optimizer, model registered and finalized.
 class ModelRun {
  public:
@@ -65,6 +72,7 @@ class ModelRun {
     dmuon_options_t o = DMUON_OPTIONS_INIT;
     o.adam_weight_decay = 0.05;
     o.muon_weight_decay = 0.01;
+    o.restore_gather = restore_gather_option();
     check(dmuon_context_create(comm, test_backend(), &ctx), "context");
     dmuon_context_rank(ctx, &rank, &world);
     check(dmuon_optimizer_create(ctx, &o, &opt), "optimizer");

@@ -6,6 +6,7 @@
 //   ckpt_tool resume DIR S K N      restore DIR (saved on N ranks), compare with
 //                                   an uninterrupted S-step run, re-save and compare
 //                                   the checksums, then K more steps on both
+//   ckpt_tool resume-gather ...     the same, restoring with options.restore_gather = 1
 //   (DMUON_TEST_BACKEND picks the backend, "cpu" by default; DMUON_TEST_TOLERANCE
 //   compares resume's runs within a relative tolerance instead of bitwise)
 //   ckpt_tool crash-prepare DIR S   S steps and a checkpoint at S
@@ -277,8 +278,10 @@ int main(int argc, char** argv) {
   }
   if (mode == "save" && argc == 4)
     mode_save(dir, arg(3));
-  else if (mode == "resume" && argc == 6)
+  else if ((mode == "resume" || mode == "resume-gather") && argc == 6) {
+    restore_gather_option() = mode == "resume-gather" ? 1 : 0;
     mode_resume(dir, arg(3), arg(4), arg(5));
+  }
   else if (mode == "crash-prepare" && argc == 4)
     mode_crash_prepare(dir, arg(3));
   else if (mode == "crash" && argc == 5)
@@ -290,7 +293,7 @@ int main(int argc, char** argv) {
   else if (mode == "reorder" && argc == 4)
     mode_reorder(dir, argv[3]);
   else
-    expect(false, "usage: ckpt_tool save|resume|crash-prepare|crash|crash-verify|reorder DIR ...");
+    expect(false, "usage: ckpt_tool save|resume|resume-gather|crash-prepare|crash|crash-verify|reorder DIR ...");
   const bool all = all_ranks(g_ok);
   if (g_rank == 0) std::printf("%s\n", all ? "PASSED" : "FAILED");
   MPI_Finalize();

@@ -61,9 +61,9 @@ void expect_same(const std::vector<std::vector<char>>& got, const std::vector<st
 TEST(CudaCheckpoint, RestoresExactBytesAcrossBackendsAndContinuesBitwise) {
   // No timed choice of the Newton-Schulz products: every context here must
   // make the same ones for the continued steps to match bitwise.
-  setenv("DMUON_NS_SYMMETRIC", "0", 1);
   const std::string dir = temp_dir("gpu"), dir_cpu = temp_dir("cpu");
-  const dmuon_options_t o = options();
+  dmuon_options_t o = options();
+  o.muon_ns_symmetric = DMUON_NS_SYMMETRIC_OFF;
   Model trained("cuda", kModel, o);
   trained.init();
   steps(trained, 0, 3);

@@ -1,6 +1,6 @@
 // Gram Newton-Schulz on the "cuda" backend (core/newton_schulz.hpp's Gram
-// iteration over the cuBLASLt engine of cuda_muon.cu), forced with
-// DMUON_NS_SYMMETRIC=gram's setting: the update agrees with the plain
+// iteration over the cuBLASLt engine of cuda_muon.cu), forced with the
+// option muon_ns_symmetric = DMUON_NS_SYMMETRIC_GRAM: the update agrees with the plain
 // iteration's within the documented bf16 tolerance (wide, tall and batched
 // shapes, fp32 and bf16 parameters, quintic and Polar Express); a shape it
 // does not fit keeps the plain products bit for bit; per-shape and
@@ -42,10 +42,13 @@ dmuon_options_t options(int schedule) {
   return o;
 }
 
+// Products of a model (options.muon_ns_symmetric, before its first step):
+// 0 plain, kNsGramBlocks (DMUON_NS_SYMMETRIC_GRAM) Gram; no cache.
 void configure(Model& m, int symmetric) {
-  dmuon::NsTuneConfig& c = cuda_of(m).ns_tuner().config;
-  c.symmetric = symmetric;
-  c.cache = false;
+  dmuon_options_t o = m.opt->impl.options();
+  o.muon_ns_symmetric = symmetric;
+  m.opt->impl.set_options(o);
+  cuda_of(m).ns_tuner().config.cache = false;
 }
 
 void check_gram_matches_plain(int schedule) {

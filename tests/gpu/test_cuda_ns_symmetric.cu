@@ -45,10 +45,13 @@ dmuon_options_t options() {
   return o;
 }
 
-// Products of a model's backend: -1 timed, 0 plain, p forced; no cache unless a directory is given.
+// Products of a model (options.muon_ns_symmetric, before its first step): -1
+// timed, 0 plain, p forced; no cache unless a directory is given.
 void configure(Model& m, int symmetric, const std::string& cache_dir = "") {
+  dmuon_options_t o = m.opt->impl.options();
+  o.muon_ns_symmetric = symmetric;
+  m.opt->impl.set_options(o);
   dmuon::NsTuneConfig& c = cuda_of(m).ns_tuner().config;
-  c.symmetric = symmetric;
   c.cache = !cache_dir.empty();
   c.cache_dir = cache_dir;
 }

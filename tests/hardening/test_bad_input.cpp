@@ -197,6 +197,11 @@ TEST_F(BadInput, OptimizerCreateAndOptions) {
   with("magic 0", DMUON_ERR_OPTIONS_VERSION, [](dmuon_options_t& o) { o.magic = 0; });
   with("version 0", DMUON_ERR_OPTIONS_VERSION, [](dmuon_options_t& o) { o.version = 0; });
   with("struct_size 8", DMUON_ERR_OPTIONS_VERSION, [](dmuon_options_t& o) { o.struct_size = 8; });
+  // From a newer dmuon.h than the library's: refused, not half read.
+  with("version 99", DMUON_ERR_OPTIONS_VERSION, [](dmuon_options_t& o) { o.version = 99; });
+  with("version + 1", DMUON_ERR_OPTIONS_VERSION, [](dmuon_options_t& o) { o.version = DMUON_OPTIONS_VERSION + 1; });
+  with("struct_size + 8", DMUON_ERR_OPTIONS_VERSION, [](dmuon_options_t& o) { o.struct_size = sizeof o + 8; });
+  with("version 1, struct_size of 2", DMUON_ERR_OPTIONS_VERSION, [](dmuon_options_t& o) { o.version = 1; o.struct_size = 8; });
   const int V = DMUON_ERR_INVALID_VALUE;
   with("adam_lr -1", V, [](dmuon_options_t& o) { o.adam_lr = -1; });
   with("adam_lr NaN", V, [](dmuon_options_t& o) { o.adam_lr = kNaN; });
@@ -219,6 +224,9 @@ TEST_F(BadInput, OptimizerCreateAndOptions) {
   with("cuda_graphs -1", V, [](dmuon_options_t& o) { o.cuda_graphs = -1; });
   with("collective_timeout_ms -1", V, [](dmuon_options_t& o) { o.collective_timeout_ms = -1; });
   with("cuda_step_graph 2", V, [](dmuon_options_t& o) { o.cuda_step_graph = 2; });
+  with("muon_ns_symmetric 3", V, [](dmuon_options_t& o) { o.muon_ns_symmetric = 3; });
+  with("muon_ns_symmetric -2", V, [](dmuon_options_t& o) { o.muon_ns_symmetric = -2; });
+  with("restore_gather 2", V, [](dmuon_options_t& o) { o.restore_gather = 2; });
   EXPECT_EQ(made, nullptr);
 
   expect("dmuon_optimizer_destroy(NULL)", DMUON_SUCCESS, [] { return dmuon_optimizer_destroy(nullptr); });
@@ -374,6 +382,14 @@ TEST_F(BadInput, Checkpoints) {
   co = DMUON_CHECKPOINT_OPTIONS_INIT;
   co.struct_size = 4;
   expect("dmuon_checkpoint_save(options size 4)", DMUON_ERR_OPTIONS_VERSION,
+         [&] { return dmuon_checkpoint_save(fin, d.c_str(), 1, &co); });
+  co = DMUON_CHECKPOINT_OPTIONS_INIT;
+  co.version = 99;
+  expect("dmuon_checkpoint_save(options version 99)", DMUON_ERR_OPTIONS_VERSION,
+         [&] { return dmuon_checkpoint_save(fin, d.c_str(), 1, &co); });
+  co = DMUON_CHECKPOINT_OPTIONS_INIT;
+  co.struct_size = sizeof co + 8;
+  expect("dmuon_checkpoint_save(options larger than the library's)", DMUON_ERR_OPTIONS_VERSION,
          [&] { return dmuon_checkpoint_save(fin, d.c_str(), 1, &co); });
   co = DMUON_CHECKPOINT_OPTIONS_INIT;
   co.keep_last = -1;

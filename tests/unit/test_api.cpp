@@ -2,6 +2,7 @@
 // status, sets a message, and leaves the state as it was.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -77,6 +78,41 @@ TEST(Api, OptionsAreValidated) {
   EXPECT_EQ(dmuon_optimizer_create(c.ctx, &o, &opt), DMUON_ERR_INVALID_VALUE);
   EXPECT_EQ(opt, nullptr);
   EXPECT_EQ(dmuon_optimizer_create(c.ctx, &o, nullptr), DMUON_ERR_NULL_POINTER);
+}
+
+TEST(Api, OptionsOfAnOlderLayoutTakeTheNewerFieldsDefaults) {
+  Ctx c;
+  // A caller compiled against version 1 of dmuon.h: its struct ends at
+  // cuda_stream, and whatever lies beyond is not its own.
+  dmuon_options_t o = DMUON_OPTIONS_INIT;
+  o.version = 1;
+  o.struct_size = offsetof(dmuon_options_t, cuda_stream) + sizeof(void*);
+  o.adam_lr = 0.25;
+  o.muon_ns_symmetric = 77;
+  o.restore_gather = 77;
+  dmuon_optimizer_t opt = nullptr;
+  ASSERT_EQ(dmuon_optimizer_create(c.ctx, &o, &opt), DMUON_SUCCESS) << dmuon_context_last_error(c.ctx);
+  dmuon_options_t got;
+  EXPECT_EQ(dmuon_get_options(opt, &got), DMUON_SUCCESS);
+  EXPECT_EQ(got.adam_lr, 0.25);
+  EXPECT_EQ(got.muon_ns_symmetric, DMUON_NS_SYMMETRIC_AUTO);
+  EXPECT_EQ(got.restore_gather, 0);
+  EXPECT_EQ(got.version, static_cast<uint32_t>(DMUON_OPTIONS_VERSION));
+  EXPECT_EQ(got.struct_size, sizeof got);
+  dmuon_optimizer_destroy(&opt);
+}
+
+TEST(Api, OptionMessagesNameTheField) {
+  Ctx c;
+  dmuon_options_t o = DMUON_OPTIONS_INIT;
+  o.muon_ns_symmetric = 3;
+  dmuon_optimizer_t opt = nullptr;
+  EXPECT_EQ(dmuon_optimizer_create(c.ctx, &o, &opt), DMUON_ERR_INVALID_VALUE);
+  EXPECT_NE(std::string(dmuon_context_last_error(c.ctx)).find("muon_ns_symmetric must be"), std::string::npos);
+  o = DMUON_OPTIONS_INIT;
+  o.version = DMUON_OPTIONS_VERSION + 1;
+  EXPECT_EQ(dmuon_optimizer_create(c.ctx, &o, &opt), DMUON_ERR_OPTIONS_VERSION);
+  EXPECT_NE(std::string(dmuon_context_last_error(c.ctx)).find("newer"), std::string::npos);
 }
 
 // Registration, call order, wrong handle types and every other function's bad

@@ -103,16 +103,21 @@ CpuBackend::~CpuBackend() {
 }
 
 // Blocks from this size up come from the kernel (map_zeroed), like the
-// restore's staging that adopt_mapping takes over.
+// restore's staging whose pages move_pages_into moves into them.
 constexpr std::size_t kMappedBytes = std::size_t{1} << 20;
 
 void* CpuBackend::allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes >= kMappedBytes) {
     void* p = map_zeroed(bytes);
-    if (adopt_mapping(p, bytes)) return p;
-    unmapper_.unmap(p, bytes);
-    throw std::bad_alloc();
+    try {
+      const std::lock_guard<std::mutex> lock(mapped_mutex_);
+      mapped_.emplace(p, bytes);
+    } catch (...) {
+      unmapper_.unmap(p, bytes);
+      throw std::bad_alloc();
+    }
+    return p;
   }
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (p == nullptr) throw std::bad_alloc();
@@ -120,14 +125,13 @@ void* CpuBackend::allocate(std::size_t bytes) {
   return p;
 }
 
-bool CpuBackend::adopt_mapping(void* p, std::size_t bytes) noexcept {
-  try {
+bool CpuBackend::move_pages_into(void* dst, void* staged, std::size_t bytes) noexcept {
+  {
     const std::lock_guard<std::mutex> lock(mapped_mutex_);
-    mapped_.emplace(p, bytes);
-    return true;
-  } catch (...) {
-    return false;
+    const auto it = mapped_.find(dst);
+    if (it == mapped_.end() || it->second != bytes) return false;
   }
+  return move_mapping(dst, staged, bytes, unmapper_);
 }
 
 void CpuBackend::release(void* p) noexcept {

@@ -18,7 +18,7 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
 
   void* allocate(std::size_t bytes) override;
-  bool adopt_mapping(void* p, std::size_t bytes) noexcept override;
+  bool move_pages_into(void* dst, void* staged, std::size_t bytes) noexcept override;
   void release(void* p) noexcept override;
   void zero(void* p, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;

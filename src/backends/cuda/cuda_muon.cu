@@ -416,7 +416,7 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
   // (a whole-step graph is captured only after an eager warm-up step); the
   // choice may time the candidates, which waits for the device, so it stays
   // out of every later step.
-  if (!w.gram_chosen && st.mode == CudaStepState::Mode::eager) ns_tuner().choose(st, w);
+  if (!w.gram_chosen && st.mode == CudaStepState::Mode::eager) ns_tuner().choose(st, w, hyper.ns_symmetric);
   // Inside a whole-step capture the shape is simply part of that graph.
   if (!hyper.cuda_graphs || w.fallback || st.mode != CudaStepState::Mode::eager) {
     enqueue(st, w, buf, hyper, stats, mats, hdr);

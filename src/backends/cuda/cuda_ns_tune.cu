@@ -27,6 +27,7 @@ constexpr int kRounds = 3;        // timed rounds over the candidates (best of)
 constexpr float kTargetMs = 5.f;  // device time per candidate and round
 constexpr float kAlgoTargetMs = 1.f;  // the same for one GEMM's algorithm candidates
 static_assert(kNsCacheAlgos == kNsGemmRoles, "the cache keeps one algorithm per GEMM role");
+static_assert(kNsGramBlocks == DMUON_NS_SYMMETRIC_GRAM, "muon_ns_symmetric forces Gram with the cache's value");
 
 // A fixed pseudo-random input: uniform in [-s, s) with s = 0.9 sqrt(3/(k n)),
 // so each matrix's Frobenius norm is about 0.9 and its spectrum inside the
@@ -106,17 +107,6 @@ struct TuneScratch {
 
 NsTuneConfig NsTuneConfig::from_environment() {
   NsTuneConfig c;
-  const std::string s = env("DMUON_NS_SYMMETRIC");
-  if (s.empty() || s == "auto")
-    c.symmetric = -1;
-  else if (s == "0" || s == "off")
-    c.symmetric = 0;
-  else if (s == "2" || s == "4" || s == "8")
-    c.symmetric = std::atoi(s.c_str());
-  else if (s == "gram")
-    c.symmetric = kNsGramBlocks;
-  else
-    c.problem = "DMUON_NS_SYMMETRIC=" + s + " not understood (auto, off, 2, 4, 8 or gram): auto";
   const std::string cache = env("DMUON_NS_CACHE");
   c.cache = !(cache == "0" || cache == "off");
   c.cache_dir = ns_cache_dir_from_environment();
@@ -193,7 +183,7 @@ void set_up_products(CudaStepState& st, ShapeWork& w, NsTuner::Choice& c) {
 }
 }  // namespace
 
-void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
+void NsTuner::choose(CudaStepState& st, ShapeWork& w, int symmetric) {
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   const NsCacheKey key{w.rows, w.cols, w.count};
   Choice c;
@@ -202,14 +192,13 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
       if (sym_blocks_possible(k, p)) return true;
     return ns_gram_possible(k, n);
   };
-  const std::string problem = config.problem.empty() ? "" : "; " + config.problem;
-  if (config.symmetric == 0) {
-    c.note = "cublas_gemm (symmetric products off: DMUON_NS_SYMMETRIC=0)";
-  } else if (config.symmetric > 0) {
-    const int p = config.symmetric;
+  if (symmetric == DMUON_NS_SYMMETRIC_OFF) {
+    c.note = "cublas_gemm (symmetric products off: muon_ns_symmetric=0)";
+  } else if (symmetric > 0) {
+    const int p = symmetric;
     if (candidate_fits(p, k, n)) {
       c.blocks = p;
-      c.note = product_name(p) + " (forced: DMUON_NS_SYMMETRIC=" + std::to_string(p) + ")";
+      c.note = product_name(p) + " (forced: muon_ns_symmetric=" + std::to_string(p) + ")";
     } else {
       c.note = "cublas_gemm (forced " + product_name(p) + " does not fit " +
                (p == kNsGramBlocks ? std::to_string(w.rows) + "x" + std::to_string(w.cols)
@@ -217,10 +206,10 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
                ")";
     }
   } else if (k < kNsTuneMinRows) {
-    c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)" + problem;
+    c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)";
   } else if (!fits_any()) {
     c.note = "cublas_gemm (no 2, 4 or 8 equal row blocks of a multiple of 8 rows in " + std::to_string(k) +
-             ", too narrow for Gram)" + problem;
+             ", too narrow for Gram)";
   } else if (const Choice* known = choice(w.rows, w.cols, w.count)) {
     c = *known;
   } else {
@@ -233,7 +222,7 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
       c.plain_ms = hit->second.plain_ms;
       c.sym_ms = hit->second.symmetric_ms;
       std::copy(std::begin(hit->second.algo), std::end(hit->second.algo), std::begin(c.algo));
-      c.note = product_name(c.blocks) + " (timed choice)" + problem;
+      c.note = product_name(c.blocks) + " (timed choice)";
       c.detail = "cache: plain " + ms_text(c.plain_ms) + ", best symmetric " +
                  (c.best_sym_blocks ? product_name(c.best_sym_blocks) + " " + ms_text(c.sym_ms) : std::string("none"));
     } else {
@@ -265,11 +254,12 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w) {
         std::copy(std::begin(c.algo), std::end(c.algo), std::begin(e.algo));
         c.note += store_cache(key, e);
       }
-      c.note += problem;
     }
   }
   set_up_products(st, w, c);
-  choices_[key] = c;
+  // Only what the option left to this backend is shared with its other
+  // optimizers: a forced or disabled choice is one optimizer's own.
+  if (symmetric == DMUON_NS_SYMMETRIC_AUTO) choices_[key] = c;
   w.gram_note = c.note;
   w.gram_chosen = true;
 }

@@ -3,10 +3,12 @@
 // Gram Newton-Schulz (core/newton_schulz.hpp) on wide enough shapes,
 // chosen at the shape's first use by timing each candidate on the GPU with a
 // numerical cross-check, and remembered per backend and on disk
-// (ns_tuning_cache.hpp). Settings come from the environment:
-//   DMUON_NS_SYMMETRIC  auto (default): timed; 0 or off: plain always;
-//                       2, 4 or 8: that block count wherever it fits (no timing);
-//                       gram: Gram Newton-Schulz wherever it fits (no timing)
+// (ns_tuning_cache.hpp). Which products may be used is the optimizer's
+// option muon_ns_symmetric (it changes results): DMUON_NS_SYMMETRIC_AUTO
+// (default): timed; DMUON_NS_SYMMETRIC_OFF: plain always; 2, 4 or 8: that
+// block count wherever it fits (no timing); DMUON_NS_SYMMETRIC_GRAM
+// (kNsGramBlocks): Gram Newton-Schulz wherever it fits (no timing). The cache
+// comes from the environment:
 //   DMUON_NS_CACHE      0 or off: neither read nor write the cache file
 //   DMUON_CACHE_DIR     the cache directory (else $XDG_CACHE_HOME/dmuon, else ~/.cache/dmuon)
 // This header needs no CUDA headers, so tests and benchmarks include it freely.
@@ -41,10 +43,8 @@ constexpr double kNsTuneCheckTolerance = 0.03;
 inline bool ns_gram_possible(long k, long n) { return gram_ns_fits(k, n) && k % 16 == 0; }
 
 struct NsTuneConfig {
-  int symmetric = -1;  // -1: timed (auto), 0: off, 2/4/8: forced block count, kNsGramBlocks: forced Gram
   bool cache = true;
   std::string cache_dir;
-  std::string problem;  // a setting that was not understood (then the default applies)
   static NsTuneConfig from_environment();
 };
 
@@ -69,12 +69,13 @@ class NsTuner {
     std::string detail;       // the timings behind a timed choice (benchmarks, tests)
   };
 
-  // Sets w.sym_blocks, w.sym, w.gram_note and w.gram_chosen. When the shape
-  // must be timed this synchronises the stream: it runs at the shape's first
-  // (eager) call, never in a capture or a replayed step.
-  void choose(CudaStepState& st, ShapeWork& w);
+  // Sets w.sym_blocks, w.sym, w.gram_note and w.gram_chosen, as `symmetric`
+  // (options.muon_ns_symmetric) allows. When the shape must be timed this
+  // synchronises the stream: it runs at the shape's first (eager) call,
+  // never in a capture or a replayed step.
+  void choose(CudaStepState& st, ShapeWork& w, int symmetric);
 
-  // The choice made for a shape in this backend, or null.
+  // The choice made for a shape in this backend under DMUON_NS_SYMMETRIC_AUTO, or null.
   const Choice* choice(int64_t rows, int64_t cols, int count) const;
   std::string cache_path() const;  // empty when the cache is off or has no directory
 
