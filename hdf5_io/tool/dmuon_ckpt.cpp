@@ -23,6 +23,7 @@
 #include "crc32c.hpp"
 #include "file_seal.hpp"
 #include "format.hpp"
+#include "h5_compat.hpp"
 #include "h5_util.hpp"
 #include "npz_writer.hpp"
 
@@ -121,7 +122,7 @@ int list(const std::string& path) {
   return 0;
 }
 
-herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* out) {
+herr_t collect_dataset(hid_t, const char* name, const H5ObjectInfo* info, void* out) {
   if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(std::string("/") + name);
   return 0;
 }
@@ -131,7 +132,7 @@ int verify(const std::string& path) {
   H5Id file = open_file(path);
   read_metadata(file);  // checks metadata_crc32c
   std::vector<std::string> datasets;
-  h5_require(H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &datasets) >= 0, DMUON_ERR_CHECKPOINT_CORRUPT,
+  h5_require(h5_visit(file, collect_dataset, &datasets, H5O_INFO_BASIC) >= 0, DMUON_ERR_CHECKPOINT_CORRUPT,
              "cannot list the datasets");
   for (const std::string& d : datasets) {
     std::size_t element = 0;
