@@ -66,6 +66,23 @@ struct MuonHyper {
   int ns_symmetric;  // options.muon_ns_symmetric: DMUON_NS_SYMMETRIC_AUTO (timed), _OFF, _GRAM, or 2/4/8 blocks
 };
 
+class Backend;
+
+// What a backend keeps for one optimizer between steps (the CUDA backend: its
+// stream, scalar ring, workspaces and captured graphs). The backend makes it,
+// the optimizer owns it, and it goes with the optimizer's storage, whose
+// addresses its graphs hold. The CPU backend keeps none.
+class StepState {
+ public:
+  virtual ~StepState() = default;
+};
+// Gives a state back to the backend that made it (Backend::retire_step_state).
+struct StepStateDeleter {
+  Backend* backend = nullptr;
+  void operator()(StepState* s) const noexcept;
+};
+using StepStatePtr = std::unique_ptr<StepState, StepStateDeleter>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -108,16 +125,24 @@ class Backend {
   virtual void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
                            const MuonHyper& hyper, const StepStats* stats) = 0;
 
-  // Brackets of one optimizer step, called by Optimizer::step(). `key` (the
-  // optimizer's StepStats) tells apart optimizers sharing this backend;
-  // `structure` hashes what changes the step's sequence of calls (no-grad
-  // marks, external gradient pointers). A backend may capture the calls in
-  // between and replay them (the CUDA whole-step graph); end_step(key, false)
+  // A new per-optimizer state; null where the backend keeps none.
+  virtual StepStatePtr make_step_state() { return StepStatePtr(nullptr, StepStateDeleter{this}); }
+  // Where a StepStatePtr ends. A backend whose device may still run work that
+  // uses the state (a poisoned CUDA backend) keeps it instead of freeing it.
+  virtual void retire_step_state(StepState* state) noexcept { delete state; }
+
+  // Brackets of one optimizer step, called by Optimizer::step() with the
+  // optimizer's state (from make_step_state; null for a backend that keeps
+  // none): the calls in between are that optimizer's step. `structure`
+  // hashes what changes the step's sequence of calls (no-grad marks,
+  // external gradient pointers). A backend may capture the calls in between
+  // and replay them (the CUDA whole-step graph), which is why the step is a
+  // bracket rather than a state argument to each call; end_step(state, false)
   // closes a step that threw. Defaults do nothing (the CPU backend).
-  virtual void begin_step(const StepStats* key, const dmuon_options_t& options, uint64_t structure) {
-    (void)key, (void)options, (void)structure;
+  virtual void begin_step(StepState* state, const dmuon_options_t& options, uint64_t structure) {
+    (void)state, (void)options, (void)structure;
   }
-  virtual void end_step(const StepStats* key, bool ok) { (void)key, (void)ok; }
+  virtual void end_step(StepState* state, bool ok) { (void)state, (void)ok; }
 
   // Deadline for each collective above, in ms (0: wait forever); the
   // optimizer sets it from options.collective_timeout_ms before each step, as
@@ -187,6 +212,10 @@ class Backend {
   MessageSink sink_ = nullptr;
   void* sink_user_ = nullptr;
 };
+
+inline void StepStateDeleter::operator()(StepState* s) const noexcept {
+  if (s) backend->retire_step_state(s);
+}
 
 // Makes the backend's device current for a scope (one public call) and gives
 // the caller's back at its end.

@@ -127,6 +127,7 @@ void Optimizer::allocate_storage() {
 void Optimizer::release_storage() noexcept {
   if (!ctx_ || !ctx_->backend) return;
   Backend& b = *ctx_->backend;
+  step_state_.reset();  // first: its graphs and workspaces refer to the buffers below
   for (int d = 0; d < kNumDtypes; ++d) {
     b.release(adam_[d].param);
     b.release(adam_[d].grad);
@@ -218,10 +219,11 @@ void Optimizer::step() {
     for (uint64_t w : words) structure = (structure ^ w) * 1099511628211ull;
   }
   b.set_collective_timeout(options_.collective_timeout_ms);
-  b.begin_step(stats_, options_, structure);
+  if (!step_state_) step_state_ = b.make_step_state();
+  b.begin_step(step_state_.get(), options_, structure);
   struct StepBracket {  // closes the step when a call below throws
     Backend& b;
-    const StepStats* key;
+    StepState* key;
     bool open = true;
     ~StepBracket() {
       if (!open) return;
@@ -230,7 +232,7 @@ void Optimizer::step() {
       } catch (...) {  // the first error is the one reported
       }
     }
-  } bracket{b, stats_};
+  } bracket{b, step_state_.get()};
 
   // 1. External gradients into the flat buffers; parameters without a
   //    gradient contribute zeros (to the average and to the norm).
@@ -297,7 +299,7 @@ void Optimizer::step() {
 
   phase.reset();
   bracket.open = false;
-  b.end_step(stats_, true);
+  b.end_step(step_state_.get(), true);
   advance_lr_schedules();
   for (ParamRecord& p : registry_.all()) p.has_grad = true;
 }

@@ -51,6 +51,9 @@ class Optimizer {
   const MuonBuffers& muon_buffers(Dtype d) const { return muon_[static_cast<int>(d)]; }
   int64_t* adam_steps() const { return adam_steps_; }  // backend memory, one per Adam row
   StepStats* stats() const { return stats_; }          // backend memory
+  // The backend's per-optimizer state (null before the first step, and on
+  // backends that keep none); the GPU tests read its diagnostics.
+  StepState* step_state() const { return step_state_.get(); }
   // Re-plan with a given owner list (checkpoint restore on the same world
   // size): new storage, so every view moves and views_epoch() grows.
   void replan(const std::vector<int>& owners);
@@ -105,6 +108,7 @@ class Optimizer {
   MuonBuffers muon_[kNumDtypes];
   int64_t* adam_steps_ = nullptr;
   StepStats* stats_ = nullptr;
+  StepStatePtr step_state_;  // made at the first step, dropped with the storage
 
   std::vector<AdamScalarRow> adam_rows_;      // host copy, rewritten each step
   std::vector<MuonShapeBatch> muon_batches_;  // this rank's owned matrices, grouped by shape

@@ -15,7 +15,7 @@ inline dmuon::CudaBackend& cuda_of(Model& m) {
   EXPECT_NE(b, nullptr);
   return *b;
 }
-// The key under which the backend keeps the optimizer's step diagnostics.
-inline const dmuon::StepStats* key_of(Model& m) { return m.opt->impl.stats(); }
+// The optimizer's step state, whose diagnostics the backend reports.
+inline const dmuon::StepState* key_of(Model& m) { return m.opt->impl.step_state(); }
 
 }  // namespace gputest

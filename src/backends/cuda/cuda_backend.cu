@@ -1,5 +1,6 @@
 // CUDA backend: device selection, NCCL bootstrap, memory, collectives, the
 // per-optimizer state and the step brackets (eager, capture, replay).
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -20,8 +21,7 @@ void mix(uint64_t& h, uint64_t w) { h = (h ^ w) * 1099511628211ull; }
 }  // namespace
 
 // ------------------------------------------------------------ per optimizer
-CudaStepState::CudaStepState(int device) {
-  (void)device;  // current already: every call runs under ScopedDevice
+CudaStepState::CudaStepState() {
   cuda_check(cudaStreamCreateWithFlags(&own_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   cuda_check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate");
   stream = own_stream;
@@ -142,15 +142,15 @@ CudaBackend::~CudaBackend() {
     } catch (...) {
     }
   }
+  // The optimizers, which own the step states, are gone: each holds a
+  // reference on the context, whose destruction ends this backend.
   if (failed_status()) {
     // Aborted NCCL kernels, or a kernel stuck behind them, may still run and
-    // touch these; freeing would wait for the device (cudaFree, cublasDestroy
-    // synchronise it). The process has lost a rank: keep them until it ends.
-    for (auto& kv : states_) keep_for_process_lifetime(std::move(kv.second));
-    (void)pinned_.release();  // an aborted copy may still use it
+    // touch this; freeing would wait for the device. The process has lost a
+    // rank: keep it until it ends (retire_step_state does so for the states).
+    (void)pinned_.release();
     return;
   }
-  states_.clear();
   pinned_.reset();
   if (own_stream_) cudaStreamDestroy(as_stream(own_stream_));
   if (caller_ready_) cudaEventDestroy(static_cast<cudaEvent_t>(caller_ready_));
@@ -177,11 +177,31 @@ void CudaBackend::follow_caller(void* stream) {
   cuda_check(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(caller_ready_), 0), "cudaStreamWaitEvent");
 }
 
-CudaStepState& CudaBackend::state_of(const StepStats* key) {
-  auto it = states_.find(key);
-  if (it == states_.end()) it = states_.emplace(key, std::make_unique<CudaStepState>(device_)).first;
-  return *it->second;
+StepStatePtr CudaBackend::make_step_state() {
+  states_.reserve(states_.size() + 1);  // so that the push_back below cannot throw
+  auto* st = new CudaStepState();
+  states_.push_back(st);
+  return StepStatePtr(st, StepStateDeleter{this});
 }
+
+void CudaBackend::retire_step_state(StepState* state) noexcept {
+  auto* st = static_cast<CudaStepState*>(state);
+  states_.erase(std::remove(states_.begin(), states_.end(), st), states_.end());
+  if (current_ == st) current_ = nullptr;
+  // Freeing waits for the device (cudaFree and cublasDestroy synchronise it),
+  // and on a poisoned backend aborted work may still use the state.
+  if (failed_status())
+    keep_for_process_lifetime(std::unique_ptr<CudaStepState>(st));
+  else
+    delete st;
+}
+
+namespace {
+CudaStepState& cuda_state(StepState* state) {
+  require(state != nullptr, DMUON_ERR_INTERNAL, "cuda backend: a step without the optimizer's step state");
+  return *static_cast<CudaStepState*>(state);
+}
+}  // namespace
 
 void* CudaBackend::stream_handle() const { return current_ ? current_->stream : own_stream_; }
 bool CudaBackend::replaying() const { return current_ && current_->mode == CudaStepState::Mode::replay; }
@@ -202,14 +222,6 @@ void* CudaBackend::allocate(std::size_t bytes) {
 
 void CudaBackend::release(void* p) noexcept {
   if (!p) return;
-  // An optimizer's StepStats is the key of its state: releasing it means the
-  // optimizer is gone (or re-planned), so its graphs and workspaces go too.
-  auto it = states_.find(static_cast<const StepStats*>(p));
-  if (it != states_.end()) {
-    if (current_ == it->second.get()) current_ = nullptr;
-    if (failed_status()) keep_for_process_lifetime(std::move(it->second));
-    states_.erase(it);
-  }
   // Poisoned: the device may still run work that uses p (see ~CudaBackend).
   if (!failed_status()) cudaFree(p);
 }
@@ -403,8 +415,8 @@ void* CudaBackend::stage(int piece, const void* host, std::size_t bytes) {
 }
 
 // ------------------------------------------------------------ step brackets
-void CudaBackend::begin_step(const StepStats* key, const dmuon_options_t& o, uint64_t structure) {
-  CudaStepState& st = state_of(key);
+void CudaBackend::begin_step(StepState* state, const dmuon_options_t& o, uint64_t structure) {
+  CudaStepState& st = cuda_state(state);
   st.stream = o.cuda_stream ? static_cast<cudaStream_t>(o.cuda_stream) : st.own_stream;
   current_ = nullptr;  // set last: a begin_step that throws leaves no step open
   // The options that shape the sequence of enqueued work join the structure.
@@ -479,10 +491,9 @@ void count_nodes(cudaGraph_t g, int& nodes, int& d2h) {
 }
 }  // namespace
 
-void CudaBackend::end_step(const StepStats* key, bool ok) {
-  auto it = states_.find(key);
-  if (it == states_.end()) return;
-  CudaStepState& st = *it->second;
+void CudaBackend::end_step(StepState* state, bool ok) {
+  if (!state) return;
+  CudaStepState& st = *static_cast<CudaStepState*>(state);
   current_ = nullptr;
   struct ReleaseCaller {  // on every way out, the caller's later work follows the step
     CudaStepState& st;
@@ -528,11 +539,10 @@ void CudaBackend::end_step(const StepStats* key, bool ok) {
   if (st.mode == Mode::replay) ++st.replays;
 }
 
-CudaBackend::Diagnostics CudaBackend::diagnostics(const StepStats* key) const {
+CudaBackend::Diagnostics CudaBackend::diagnostics(const StepState* state) const {
   Diagnostics d;
-  auto it = states_.find(key);
-  if (it == states_.end()) return d;
-  const CudaStepState& st = *it->second;
+  if (!state) return d;
+  const CudaStepState& st = *static_cast<const CudaStepState*>(state);
   d.stream = st.stream;
   if (st.step_graph) {
     d.step_graph_nodes = 0;
@@ -554,8 +564,8 @@ CudaBackend::Diagnostics CudaBackend::diagnostics(const StepStats* key) const {
 std::string CudaBackend::kernel_choices() const {
   // One line per Muon shape: the X·Xᵀ product and how Newton-Schulz runs.
   std::string out;
-  for (const auto& kv : states_)
-    for (const ShapeWork& w : kv.second->shapes)
+  for (const CudaStepState* st : states_)
+    for (const ShapeWork& w : st->shapes)
       out += "ns " + std::to_string(w.rows) + "x" + std::to_string(w.cols) + " " + dtype_name(w.dtype) + " x" +
              std::to_string(w.count) + ": gram=" + (w.gram_note.empty() ? std::string("cublas_gemm") : w.gram_note) + " run=" +
              (w.fallback ? "eager (capture failed: " + w.note + ")" : w.exec ? std::string("graph") : std::string("eager")) +

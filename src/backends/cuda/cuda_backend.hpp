@@ -4,7 +4,6 @@
 // enqueues work on the optimizer's stream: no host synchronisation, no
 // device-to-host copy (tests/gpu/test_cuda_async.cpp holds that to account).
 #pragma once
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,8 +52,10 @@ class CudaBackend final : public Backend {
   void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
                    const MuonHyper& hyper, const StepStats* stats) override;
 
-  void begin_step(const StepStats* key, const dmuon_options_t& options, uint64_t structure) override;
-  void end_step(const StepStats* key, bool ok) override;
+  StepStatePtr make_step_state() override;
+  void retire_step_state(StepState* state) noexcept override;
+  void begin_step(StepState* state, const dmuon_options_t& options, uint64_t structure) override;
+  void end_step(StepState* state, bool ok) override;
   std::string kernel_choices() const override;
   int make_current() noexcept override;
   void restore_current(int token) noexcept override;
@@ -71,7 +72,7 @@ class CudaBackend final : public Backend {
     int ns_shapes_timed = 0;  // Newton-Schulz shapes this backend timed (symmetric products)
     int ns_cache_hits = 0;    // and those whose choice came from the cache file
   };
-  Diagnostics diagnostics(const StepStats* key) const;
+  Diagnostics diagnostics(const StepState* state) const;
   // Make the next per-shape capture fail, to exercise the eager fallback.
   void fail_next_shape_capture_for_testing() { fail_next_capture_ = true; }
 
@@ -81,8 +82,6 @@ class CudaBackend final : public Backend {
 
  private:
   friend struct CudaStepState;
-  CudaStepState& state_of(const StepStats* key);
-  CudaStepState* current() const { return current_; }
   void* stream_handle() const;     // the current optimizer's stream, else the backend's own
   bool replaying() const;          // the step's work is in a graph: calls only stage scalars
   // Host waits, bounded by the collective timeout (cuda_watchdog.cu). A wait
@@ -116,8 +115,11 @@ class CudaBackend final : public Backend {
   void* nccl_ = nullptr;            // ncclComm_t
   void* own_stream_ = nullptr;      // cudaStream_t for calls outside any step
   void* caller_ready_ = nullptr;    // cudaEvent_t of follow_caller
-  std::map<const StepStats*, std::unique_ptr<CudaStepState>> states_;
-  CudaStepState* current_ = nullptr;
+  // The optimizers' states (they own them; make_step_state and
+  // retire_step_state keep this list): the waits outside steps and
+  // kernel_choices() cover all of them.
+  std::vector<CudaStepState*> states_;
+  CudaStepState* current_ = nullptr;  // the state of the step between begin_step and end_step
   bool fail_next_capture_ = false;
   std::string choices_log_;         // shape choices and fallbacks, for kernel_choices()
   std::unique_ptr<NsTuner, NsTunerDeleter> ns_tuner_;

@@ -138,7 +138,7 @@ inline std::vector<cublasLtMatmulAlgo_t> lt_candidates(cublasLtHandle_t lt, cubl
   return out;
 }
 
-struct CudaStepState {
+struct CudaStepState final : StepState {
   static constexpr int kSlots = 8;  // steps the host may run ahead of the device
   cudaStream_t stream = nullptr;
   cudaStream_t own_stream = nullptr;
@@ -178,8 +178,10 @@ struct CudaStepState {
   long replays = 0;
   std::string step_note;
 
-  explicit CudaStepState(int device);
-  ~CudaStepState();
+  CudaStepState();  // on the backend's device, current in every public call
+  ~CudaStepState() override;
+  CudaStepState(const CudaStepState&) = delete;
+  CudaStepState& operator=(const CudaStepState&) = delete;
   void drop_step_graph() noexcept;
   void drop_shape_graphs() noexcept;
   cudaStream_t upload_stream() const { return mode == Mode::eager ? stream : side; }

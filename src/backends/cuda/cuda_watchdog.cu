@@ -157,8 +157,8 @@ void CudaBackend::nccl_issued(int result, const char* what) {
 void CudaBackend::wait_all(const char* what) {
   std::vector<void*> streams;
   streams.reserve(3 * states_.size() + 1);
-  for (const auto& kv : states_) {
-    const CudaStepState& st = *kv.second;
+  for (const CudaStepState* state : states_) {
+    const CudaStepState& st = *state;
     streams.push_back(st.stream);  // the user's stream when options.cuda_stream is set
     if (st.own_stream != st.stream) streams.push_back(st.own_stream);
     streams.push_back(st.side);
