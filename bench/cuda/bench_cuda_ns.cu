@@ -4,7 +4,7 @@
 // the backend chose for the shape (timed at its first step, or read from the
 // cache in $DMUON_CACHE_DIR), and replayed with the plain products, with
 // the best symmetric ones and with Gram Newton-Schulz forced (where each fits);
-// the host cost of one replayed step; and the
+// the host cost of one replayed step (per-shape graph and whole-step graph); and the
 // rate of a plain cuBLAS bf16 GEMM of the iteration's size beside the
 // iteration's GEMM-counted rate. bench_torch_ns.py times PyTorch's iteration.
 #include <cublas_v2.h>
@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "bench_common.cuh"
 #include "core/context.hpp"
+#include "core/optimizer.hpp"
 
 namespace {
 
@@ -67,6 +68,12 @@ double gemm_tflops(int64_t k, int64_t n, int count) {
   return tflops;
 }
 
+// Nodes of the run's whole-step graph (-1 when it has none).
+int graph_nodes(bench::Run& run) {
+  auto* b = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
+  return b ? b->diagnostics(run.opt->impl.step_state()).step_graph_nodes : -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +118,18 @@ int main(int argc, char** argv) {
       bench::result(tag + "_host_us", hc.median_us);
       bench::result(tag + "_host_mean_us", hc.mean_us);
       bench::result(tag + "_host_first_us", hc.first_us);
+      {
+        // The same step replayed as one whole-step graph: one launch, whatever
+        // the shape graph's node count (both counts printed beside it).
+        dmuon_options_t ow = DMUON_OPTIONS_INIT;
+        ow.cuda_step_graph = 1;
+        bench::Run whole(params, ow);
+        whole.ms_per_step(4, 2);  // eager warm-up, capture, replays
+        const bench::Run::HostCost wc = whole.host_cost(6, 5);
+        bench::result(tag + "_stepgraph_host_us", wc.median_us);
+        bench::result(tag + "_stepgraph_host_first_us", wc.first_us);
+        bench::result(tag + "_stepgraph_nodes", graph_nodes(whole));
+      }
       // GEMM-counted flops of the plain iteration: 5 x (4 k^2 n + 2 k^3) per matrix.
       bench::result(tag + "_ns_tflops", dmuon::ns_plain_flops(k, n, 5) / (ms * 1e-3) / 1e12);
       if (const dmuon::NsTuner::Choice* c = choice_of(run, s.first, s.second, count)) {
