@@ -403,14 +403,21 @@ void* CudaBackend::stage(int piece, const void* host, std::size_t bytes) {
     }
     pc.dev = nullptr;
     pc.bytes = 0;
+    pc.last_slot = -1;
     cuda_check(cudaMalloc(&pc.dev, bytes), "cudaMalloc (scalar table)");
     for (void*& h : pc.host) cuda_check(cudaHostAlloc(&h, bytes, cudaHostAllocDefault), "cudaHostAlloc (scalar ring)");
     pc.bytes = bytes;
   }
+  // The device copy already holds these scalars (the usual case between two
+  // setter calls): no upload, so a replayed step need not wait for one.
+  if (pc.last_slot >= 0 && std::memcmp(pc.host[pc.last_slot], host, bytes) == 0) return pc.dev;
   // The slot was retired in begin_step (its event waited on), so it is free.
   std::memcpy(pc.host[st.slot], host, bytes);
+  pc.last_slot = -1;
   cuda_check(cudaMemcpyAsync(pc.dev, pc.host[st.slot], bytes, cudaMemcpyHostToDevice, st.upload_stream()),
              "cudaMemcpyAsync (scalar table upload)");
+  pc.last_slot = st.slot;
+  st.uploaded = true;
   return pc.dev;
 }
 
@@ -439,6 +446,7 @@ void CudaBackend::begin_step(StepState* state, const dmuon_options_t& o, uint64_
   inject_stall(st.stream);  // test only; before a capture begins, so never part of a graph
 
   st.mode = CudaStepState::Mode::eager;
+  st.uploaded = false;
   st.step_graph_wanted = o.cuda_step_graph == 1 && !st.step_graph_disabled;
   if (!st.step_graph_wanted) {
     st.drop_step_graph();
@@ -464,6 +472,14 @@ void CudaBackend::begin_step(StepState* state, const dmuon_options_t& o, uint64_
 }
 
 namespace {
+// The step's stream follows the uploads this step staged on the side stream
+// (graph steps); nothing to wait for when it staged none.
+void follow_uploads(const CudaStepState& st) {
+  if (!st.uploaded) return;
+  cuda_check(cudaEventRecord(st.uploads_done, st.side), "cudaEventRecord");
+  cuda_check(cudaStreamWaitEvent(st.stream, st.uploads_done, 0), "cudaStreamWaitEvent");
+}
+
 // Nodes of a graph (children included) and how many copy to the host.
 void count_nodes(cudaGraph_t g, int& nodes, int& d2h) {
   size_t n = 0;
@@ -517,6 +533,9 @@ void CudaBackend::end_step(StepState* state, bool ok) {
     cuda_check(cudaEventRecord(st.slot_done[st.slot], st.side), "cudaEventRecord");
     if (!ok) {
       if (g) cudaGraphDestroy(g);
+      // The tables staged count as on the device from now on: later work on
+      // the stream must follow their upload.
+      follow_uploads(st);
       return;
     }
     if (irc != cudaSuccess) {
@@ -532,8 +551,7 @@ void CudaBackend::end_step(StepState* state, bool ok) {
     st.step_exec = exec;
   }
   // Launch the captured step once this step's tables are on the device.
-  cuda_check(cudaEventRecord(st.uploads_done, st.side), "cudaEventRecord");
-  cuda_check(cudaStreamWaitEvent(st.stream, st.uploads_done, 0), "cudaStreamWaitEvent");
+  follow_uploads(st);
   cuda_check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(st.step_exec), st.stream), "cudaGraphLaunch (whole step)");
   cuda_check(cudaEventRecord(st.slot_done[st.slot], st.side), "cudaEventRecord");
   if (st.mode == Mode::replay) ++st.replays;

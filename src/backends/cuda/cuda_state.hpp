@@ -156,7 +156,9 @@ struct CudaStepState final : StepState {
     void* dev = nullptr;
     std::size_t bytes = 0;
     void* host[kSlots] = {};
+    int last_slot = -1;  // the slot whose host copy the device copy holds; -1: unknown
   } pieces[kNumPieces];
+  bool uploaded = false;  // this step staged an upload (graph steps then wait for it)
   std::vector<char> muon_table;  // host assembly of the Muon piece, reused
 
   double* sumsq_partials = nullptr;
