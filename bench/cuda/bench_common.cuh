@@ -8,9 +8,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -165,6 +167,20 @@ inline Run::HostCost Run::host_cost(int calls, int rounds) {
   std::sort(all.begin(), all.end());
   c.median_us = all[all.size() / 2];
   return c;
+}
+
+// The command line of a bench whose one option is --iters (default: the
+// value iters holds). False when it asked for --help: the text is printed.
+inline bool parse_iters(int argc, char** argv, const char* title, int& iters) {
+  namespace po = boost::program_options;
+  po::options_description desc(title);
+  desc.add_options()("help", "this text")("iters", po::value(&iters)->default_value(iters), "timed steps");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  po::notify(vm);
+  if (!vm.count("help")) return true;
+  std::cout << desc << "\n";
+  return false;
 }
 
 inline void result(const std::string& key, double value) { std::printf("RESULT %s %.6g\n", key.c_str(), value); }

@@ -1,22 +1,12 @@
 // Fused AdamW bandwidth on the ~300-tensor mix, fp32 and bf16 parameters
 // (fp32 moments), beside a device-to-device copy in the same run. Bytes
 // counted: parameter read+write, gradient read, both moments read+write.
-#include <boost/program_options.hpp>
-#include <iostream>
-
 #include "mixes.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  namespace po = boost::program_options;
-  po::options_description desc("bench_cuda_adam: fused AdamW vs device copy");
   int iters = 50;
-  desc.add_options()("help", "this text")("iters", po::value(&iters)->default_value(50), "timed steps");
-  po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
+  if (!bench::parse_iters(argc, argv, "bench_cuda_adam: fused AdamW vs device copy", iters)) {
     MPI_Finalize();
     return 0;
   }

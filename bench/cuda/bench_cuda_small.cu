@@ -9,9 +9,6 @@
 //   - Adam over 1000 tiny tensors (mixes.hpp's tiny_adam), fp32 and bf16,
 //     eager and step graph: GPU time per step.
 // bench_torch_small.py times torch (Muon + fused AdamW) on the same sets.
-#include <boost/program_options.hpp>
-#include <iostream>
-
 #include "mixes.hpp"
 
 namespace {
@@ -74,15 +71,8 @@ double copy_us(std::size_t bytes) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  namespace po = boost::program_options;
-  po::options_description desc("bench_cuda_small: small models' steps and Adam over 1000 tiny tensors");
   int iters = 200;
-  desc.add_options()("help", "this text")("iters", po::value(&iters)->default_value(200), "timed steps");
-  po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
+  if (!bench::parse_iters(argc, argv, "bench_cuda_small: small models' steps and Adam over 1000 tiny tensors", iters)) {
     MPI_Finalize();
     return 0;
   }

@@ -5,22 +5,12 @@
 // learning-rate schedule on both groups and two metrics submitted (from
 // device memory) before every step, to show what those cost.
 // bench_torch_step.py times torch.optim.Muon + fused AdamW on the same set.
-#include <boost/program_options.hpp>
-#include <iostream>
-
 #include "mixes.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  namespace po = boost::program_options;
-  po::options_description desc("bench_cuda_step: whole GPT-2-small optimizer step");
   int iters = 30;
-  desc.add_options()("help", "this text")("iters", po::value(&iters)->default_value(30), "timed steps");
-  po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
+  if (!bench::parse_iters(argc, argv, "bench_cuda_step: whole GPT-2-small optimizer step", iters)) {
     MPI_Finalize();
     return 0;
   }

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "gpu/gpu_backend.hpp"
+#include "gpu/ns_variants.hpp"
 
 namespace {
 
@@ -59,38 +60,7 @@ void check_gram_matches_plain(int schedule) {
   configure(gram, dmuon::kNsGramBlocks);
   plain.init();
   gram.init();
-  for (int step = 0; step < 3; ++step) {
-    std::vector<std::vector<double>> bp, bg;
-    for (std::size_t k = 0; k < kShapes.size(); ++k) {
-      bp.push_back(plain.get(int(k)));
-      bg.push_back(gram.get(int(k)));
-    }
-    plain.grads(step);
-    gram.grads(step);
-    ASSERT_EQ(dmuon_step(plain.opt), DMUON_SUCCESS) << dmuon_context_last_error(plain.ctx);
-    ASSERT_EQ(dmuon_step(gram.opt), DMUON_SUCCESS) << dmuon_context_last_error(gram.ctx);
-    for (std::size_t k = 0; k < kShapes.size(); ++k) {
-      const Spec& s = kShapes[k];
-      if (s.kind != DMUON_KIND_MUON) continue;
-      if (k == kNarrow) {
-        ASSERT_EQ(gram.raw(int(k)), plain.raw(int(k))) << s.name << " step " << step;
-        continue;
-      }
-      const auto ap = plain.get(int(k)), ag = gram.get(int(k));
-      double num = 0, den = 0, quant = 0;
-      for (std::size_t i = 0; i < ap.size(); ++i) {
-        const double up = ap[i] - bp[k][i], ug = ag[i] - bg[k][i];
-        num += (ug - up) * (ug - up);
-        den += up * up;
-        quant += s.dtype == DMUON_DTYPE_BF16 ? (ap[i] / 256) * (ap[i] / 256) : 0.0;  // half an ulp of storage
-      }
-      ASSERT_GT(den, 0.0) << s.name;
-      EXPECT_LT(std::sqrt(num), std::sqrt(kGramTolerance * kGramTolerance * den + quant))
-          << s.name << " step " << step << " schedule " << schedule << ": relative difference "
-          << std::sqrt(num / den);
-      if (step == 0) std::printf("%s schedule %d: Gram vs plain %.3g\n", s.name.c_str(), schedule, std::sqrt(num / den));
-    }
-  }
+  expect_updates_match(plain, gram, kShapes, kNarrow, kGramTolerance, "Gram, schedule " + std::to_string(schedule));
   const std::string choices = cuda_of(gram).kernel_choices();
   EXPECT_NE(choices.find("gram=gram_ns (forced"), std::string::npos) << choices;
   EXPECT_NE(choices.find("does not fit 128x192"), std::string::npos) << choices;

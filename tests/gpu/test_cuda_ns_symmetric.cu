@@ -17,6 +17,7 @@
 
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "gpu/gpu_backend.hpp"
+#include "gpu/ns_variants.hpp"
 #include "gpu/hold_stream.cuh"
 
 namespace {
@@ -84,39 +85,10 @@ void check_symmetric_matches_plain(int p) {
   configure(sym, p);
   plain.init();
   sym.init();
-  for (int step = 0; step < 3; ++step) {
-    std::vector<std::vector<double>> bp, bs;
-    for (std::size_t k = 0; k < kShapes.size(); ++k) {
-      bp.push_back(plain.get(int(k)));
-      bs.push_back(sym.get(int(k)));
-    }
-    plain.grads(step);
-    sym.grads(step);
-    ASSERT_EQ(dmuon_step(plain.opt), DMUON_SUCCESS) << dmuon_context_last_error(plain.ctx);
-    ASSERT_EQ(dmuon_step(sym.opt), DMUON_SUCCESS) << dmuon_context_last_error(sym.ctx);
-    for (std::size_t k = 0; k < kShapes.size(); ++k) {
-      const Spec& s = kShapes[k];
-      if (s.kind != DMUON_KIND_MUON) continue;
-      if (k == kOdd) {  // the blocks do not fit: the plain products, bit for bit
-        ASSERT_EQ(sym.raw(int(k)), plain.raw(int(k))) << s.name << " step " << step;
-        continue;
-      }
-      const auto ap = plain.get(int(k)), as = sym.get(int(k));
-      double num = 0, den = 0, quant = 0;
-      for (std::size_t i = 0; i < ap.size(); ++i) {
-        const double up = ap[i] - bp[k][i], us = as[i] - bs[k][i];
-        num += (us - up) * (us - up);
-        den += up * up;
-        quant += s.dtype == DMUON_DTYPE_BF16 ? (ap[i] / 256) * (ap[i] / 256) : 0.0;  // half an ulp of storage
-      }
-      ASSERT_GT(den, 0.0) << s.name;
-      // bf16 Newton-Schulz: both variants round A and B to bf16; they differ
-      // in the fp32 summation order of the blocks, far below the 4% the
-      // float64-reference tests allow.
-      EXPECT_LT(std::sqrt(num), std::sqrt(0.02 * 0.02 * den + quant))
-          << s.name << " step " << step << " p=" << p << ": relative difference " << std::sqrt(num / den);
-    }
-  }
+  // bf16 Newton-Schulz: both variants round A and B to bf16; they differ in
+  // the fp32 summation order of the blocks, far below the 4% the
+  // float64-reference tests allow.
+  expect_updates_match(plain, sym, kShapes, kOdd, 0.02, "p=" + std::to_string(p));
   const std::string choices = cuda_of(sym).kernel_choices();
   EXPECT_NE(choices.find("gram=sym_blocks" + std::to_string(p) + " (forced"), std::string::npos) << choices;
   EXPECT_NE(choices.find("does not fit 100 rows"), std::string::npos) << choices;
