@@ -107,8 +107,8 @@ typedef struct dmuon_optimizer_s *dmuon_optimizer_t;
 
 /** Magic number stored in every options struct. */
 #define DMUON_OPTIONS_MAGIC 0x646d756fu
-/** Version of the options struct layout: 2 added the fields after cuda_stream. */
-#define DMUON_OPTIONS_VERSION 2
+/** Version of the options struct layout: 2 added the fields after cuda_stream, 3 added master_weights. */
+#define DMUON_OPTIONS_VERSION 3
 
 /** Newton-Schulz products on the CUDA backend (option muon_ns_symmetric). */
 #define DMUON_NS_SYMMETRIC_AUTO (-1) /**< timed per shape on the GPU, cross-checked, cached. */
@@ -164,7 +164,10 @@ typedef struct dmuon_optimizer_s *dmuon_optimizer_t;
   O(int, muon_ns_symmetric, DMUON_NS_SYMMETRIC_AUTO, ns_symmetric, unsaved,                             \
     "CUDA Newton-Schulz products: DMUON_NS_SYMMETRIC_AUTO (default), DMUON_NS_SYMMETRIC_OFF, DMUON_NS_SYMMETRIC_GRAM, or 2, 4, 8 row blocks where they fit.") \
   O(int, restore_gather, 0, flag, unsaved,                                                              \
-    "1: a restore all-gathers the replicated state even when all ranks share a node; 0 (default): there each rank copies it from the page cache.")
+    "1: a restore all-gathers the replicated state even when all ranks share a node; 0 (default): there each rank copies it from the page cache.") \
+  /* Version 3 */                                                                                      \
+  O(int, master_weights, 0, flag, unsaved,                                                              \
+    "1: keep an fp32 master copy of every bf16 parameter (Muon: on its owner; Adam: replicated), update it and round it into the bf16 parameter, so updates below half a bf16 ulp accumulate; fixed at dmuon_optimizer_finalize(); checkpoints carry the masters (default 0).")
 
 /**
  * @brief Optimizer-wide options. Always start from ::DMUON_OPTIONS_INIT, then
