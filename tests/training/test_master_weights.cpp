@@ -5,6 +5,10 @@
 // (each is below half a bf16 ulp). A value the program writes into the bf16
 // view is read back by the next step; dmuon_broadcast_params re-reads every
 // master; the option is part of the options struct's layout version 3.
+// Checkpoints: the masters saved on N ranks and restored on M go on bit for
+// bit as the uninterrupted run; a file without masters zeroes them (read from
+// the parameters at the next step); an optimizer without the option restores
+// a file with masters.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -13,7 +17,9 @@
 #include <cstring>
 #include <vector>
 
+#include "checkpoint/ckpt_files.hpp"
 #include "core/dtype.hpp"
+#include "core/optimizer.hpp"
 #include "dmuon/dmuon.h"
 #include "training/master_weights_model.hpp"
 
@@ -127,6 +133,110 @@ TEST(MasterWeights, OnlyZeroOrOneAndAnOlderLayoutGetsTheDefault) {
   EXPECT_EQ(got.version, 3u);
   dmuon_optimizer_destroy(&opt);
   dmuon_context_destroy(&ctx);
+}
+
+// ------------------------------------------------------------ checkpoints
+
+// The first n ranks of the world (MPI_COMM_NULL on the others).
+MPI_Comm first_ranks(int n) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < n ? 0 : MPI_UNDEFINED, rank, &c);
+  return c;
+}
+
+// This rank's masters (Adam: all; Muon: its segment), read from the storage.
+std::vector<float> masters_of(const Model& m) {
+  const dmuon::Optimizer& o = m.opt->impl;
+  const float* at = m.kind == DMUON_KIND_ADAM ? o.adam_buffers(dmuon::Dtype::bf16).master
+                                              : o.muon_buffers(dmuon::Dtype::bf16).master;
+  const int64_t n = m.kind == DMUON_KIND_ADAM ? o.adam_buffers(dmuon::Dtype::bf16).elements
+                                              : o.muon_buffers(dmuon::Dtype::bf16).segment_elements;
+  return at ? std::vector<float>(at, at + n) : std::vector<float>{};
+}
+
+// Saved halfway on the first `savers` ranks, restored on the first
+// `restorers`: the rest of the run equals the uninterrupted one on the
+// restorers bit for bit. Without the masters in the file the restored run
+// would start from the rounded parameters and end elsewhere.
+void resume_across(int savers, int restorers, int kind) {
+  const std::string dir = ckpt_test::fresh_dir("master_weights_" + std::to_string(kind) + "_" +
+                                               std::to_string(savers) + "to" + std::to_string(restorers));
+  MPI_Comm save_comm = first_ranks(savers), restore_comm = first_ranks(restorers);
+  std::vector<float> reference;
+  if (restore_comm != MPI_COMM_NULL) {
+    Model uninterrupted(restore_comm, kind, DMUON_DTYPE_BF16, 1);
+    for (int s = 0; s < kSteps; ++s) uninterrupted.step(s);
+    reference = uninterrupted.values();
+  }
+  if (save_comm != MPI_COMM_NULL) {
+    Model first_half(save_comm, kind, DMUON_DTYPE_BF16, 1);
+    for (int s = 0; s < kSteps / 2; ++s) first_half.step(s);
+    EXPECT_EQ(dmuon_checkpoint_save(first_half.opt, dir.c_str(), kSteps / 2, nullptr), DMUON_SUCCESS)
+        << dmuon_context_last_error(first_half.ctx);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (restore_comm != MPI_COMM_NULL) {
+    Model second_half(restore_comm, kind, DMUON_DTYPE_BF16, 1);
+    int64_t user_step = -1;
+    EXPECT_EQ(dmuon_checkpoint_restore(second_half.opt, dir.c_str(), &user_step), DMUON_SUCCESS)
+        << dmuon_context_last_error(second_half.ctx);
+    EXPECT_EQ(user_step, kSteps / 2);
+    for (int s = kSteps / 2; s < kSteps; ++s) second_half.step(s);
+    EXPECT_EQ(second_half.values(), reference) << savers << " to " << restorers << " ranks, kind " << kind;
+  }
+  for (MPI_Comm* c : {&save_comm, &restore_comm})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+}
+
+TEST(MasterWeightsCheckpoint, SavedOnNRanksRestoredOnMGoesOnBitForBit) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int half = world > 1 ? world / 2 : 1;
+  for (int kind : {DMUON_KIND_ADAM, DMUON_KIND_MUON}) {
+    resume_across(world, half, kind);
+    resume_across(half, world, kind);
+  }
+}
+
+TEST(MasterWeightsCheckpoint, AFileWithoutMastersLetsTheNextStepReadTheParameters) {
+  for (int kind : {DMUON_KIND_ADAM, DMUON_KIND_MUON}) {
+    const std::string dir = ckpt_test::fresh_dir("master_weights_none_" + std::to_string(kind));
+    Model plain(MPI_COMM_WORLD, kind, DMUON_DTYPE_BF16, 0), master(MPI_COMM_WORLD, kind, DMUON_DTYPE_BF16, 1);
+    plain.write_params(1.0f);
+    for (int s = 0; s < 5; ++s) {
+      plain.step(s);
+      master.step(s);
+    }
+    ASSERT_EQ(dmuon_checkpoint_save(plain.opt, dir.c_str(), 5, nullptr), DMUON_SUCCESS)
+        << dmuon_context_last_error(plain.ctx);
+    bool held = false;  // masters of this rank that the restore must clear
+    for (float x : masters_of(master)) held = held || x != 0.0f;
+    ASSERT_EQ(dmuon_checkpoint_restore(master.opt, dir.c_str(), nullptr), DMUON_SUCCESS)
+        << dmuon_context_last_error(master.ctx);
+    for (float x : masters_of(master)) ASSERT_EQ(x, 0.0f) << "kind " << kind << (held ? "" : " (none held)");
+    EXPECT_EQ(master.values(), plain.values());
+    // The first step reads every master from its parameter: the step of the
+    // optimizer without masters, whose state the file holds.
+    plain.step(5);
+    master.step(5);
+    EXPECT_EQ(master.values(), plain.values()) << "kind " << kind;
+  }
+}
+
+TEST(MasterWeightsCheckpoint, AnOptimizerWithoutTheOptionRestoresAFileWithMasters) {
+  for (int kind : {DMUON_KIND_ADAM, DMUON_KIND_MUON}) {
+    const std::string dir = ckpt_test::fresh_dir("master_weights_ignored_" + std::to_string(kind));
+    Model master(MPI_COMM_WORLD, kind, DMUON_DTYPE_BF16, 1), plain(MPI_COMM_WORLD, kind, DMUON_DTYPE_BF16, 0);
+    for (int s = 0; s < kSteps / 2; ++s) master.step(s);
+    ASSERT_EQ(dmuon_checkpoint_save(master.opt, dir.c_str(), 1, nullptr), DMUON_SUCCESS)
+        << dmuon_context_last_error(master.ctx);
+    ASSERT_EQ(dmuon_checkpoint_restore(plain.opt, dir.c_str(), nullptr), DMUON_SUCCESS)
+        << dmuon_context_last_error(plain.ctx);
+    EXPECT_EQ(plain.values(), master.values()) << "kind " << kind;
+    EXPECT_TRUE(masters_of(plain).empty());
+  }
 }
 
 }  // namespace
