@@ -167,7 +167,7 @@ typedef struct dmuon_optimizer_s *dmuon_optimizer_t;
     "1: a restore all-gathers the replicated state even when all ranks share a node; 0 (default): there each rank copies it from the page cache.") \
   /* Version 3 */                                                                                      \
   O(int, master_weights, 0, flag, unsaved,                                                              \
-    "1: keep an fp32 master copy of every bf16 parameter (Muon: on its owner; Adam: replicated), update it and round it into the bf16 parameter, so updates below half a bf16 ulp accumulate; fixed at dmuon_optimizer_finalize(); checkpoints carry the masters (default 0).")
+    "1: keep an fp32 master copy of every bf16 parameter (Muon: on its owner; Adam: replicated), update it and round it into the bf16 parameter, so that updates below half a bf16 ulp, otherwise lost, add up; a value written into a bf16 view is read by the next step; fixed at dmuon_optimizer_finalize(); checkpoints carry the masters (default 0).")
 
 /**
  * @brief Optimizer-wide options. Always start from ::DMUON_OPTIONS_INIT, then
@@ -287,7 +287,10 @@ int dmuon_param_id(dmuon_optimizer_t opt, const char *name, int *id);
  * device for "cuda"). Either out pointer may be NULL. Valid until the
  * optimizer is destroyed or the flat storage moves, which only a
  * dmuon_checkpoint_restore() that must re-plan it does (a checkpoint saved
- * with another ownership plan); dmuon_views_epoch() tells.
+ * with another ownership plan); dmuon_views_epoch() tells. With the option
+ * master_weights, a bf16 value the program writes here is taken by the next
+ * step as written (its fp32 master is read again from it); writing the value
+ * it already holds leaves the master as it was.
  */
 int dmuon_param_view(dmuon_optimizer_t opt, int id, void **data, void **grad);
 /**
@@ -313,7 +316,9 @@ int dmuon_set_external_grad(dmuon_optimizer_t opt, int id, const void *grad);
  * @p root's copy. Call it after initialising the parameters through their
  * views when the ranks may have initialised them differently (a per-rank
  * random seed): Adam parameters are replicated, and a step never makes
- * copies that differ agree again.
+ * copies that differ agree again. With the option master_weights the masters
+ * of every rank (root's too) are read again from the parameters at the next
+ * step, so the replicated ones start equal.
  */
 int dmuon_broadcast_params(dmuon_optimizer_t opt, int root);
 /**
@@ -385,7 +390,7 @@ int dmuon_get_clip_stats(dmuon_optimizer_t opt, dmuon_clip_stats_t *stats);
 /**@{*/
 /** Rank that owns (updates) parameter @p id; -1 for Adam parameters (replicated). */
 int dmuon_param_owner(dmuon_optimizer_t opt, int id, int *rank);
-/** Bytes of optimizer state (Muon momentum, Adam moments) held on this rank. */
+/** Bytes of optimizer state (Muon momentum, Adam moments, master weights) held on this rank. */
 int dmuon_state_bytes(dmuon_optimizer_t opt, int64_t *bytes);
 /**@}*/
 

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <vector>
 
-#include "checkpoint/ckpt_files.hpp"
 #include "core/dtype.hpp"
 #include "core/optimizer.hpp"
 #include "dmuon/dmuon.h"
@@ -25,54 +24,24 @@
 
 namespace {
 
+using master_weights_test::expect_tracks_fp32;
 using master_weights_test::kSteps;
 using master_weights_test::Model;
-using master_weights_test::ulp;
-
-// Runs the fp32 twin and the bf16 run with and without masters side by side
-// for kSteps steps of the same gradients; `write_at` > 0 writes a new value
-// into every parameter's view (all three runs alike) before that step.
-struct Trio {
-  Model fp32, master, plain;
-  Trio(int kind, MPI_Comm comm = MPI_COMM_WORLD)
-      : fp32(comm, kind, DMUON_DTYPE_FP32, 0), master(comm, kind, DMUON_DTYPE_BF16, 1),
-        plain(comm, kind, DMUON_DTYPE_BF16, 0) {}
-  void run(int steps, int write_at = -1) {
-    for (int s = 0; s < steps; ++s) {
-      if (s == write_at)
-        for (Model* r : {&fp32, &master, &plain}) r->write_params(0.75f);
-      for (Model* r : {&fp32, &master, &plain}) r->step(s);
-    }
-  }
-};
-
-void expect_tracks_fp32(const Trio& t, const std::vector<float>& initial, int min_moved_ulps) {
-  const std::vector<float> f = t.fp32.values(), m = t.master.values(), p = t.plain.values();
-  int moved = 0;
-  for (std::size_t i = 0; i < f.size(); ++i) {
-    // The master holds exactly the fp32 parameter: the bf16 one is its rounding.
-    ASSERT_EQ(dmuon::float_to_bf16(m[i]), dmuon::float_to_bf16(f[i])) << "element " << i;
-    ASSERT_LE(std::fabs(m[i] - f[i]), ulp(f[i])) << "element " << i;
-    // Without masters every update was below half an ulp: nothing moved.
-    ASSERT_EQ(p[i], initial[i]) << "element " << i << " moved without master weights";
-    if (std::fabs(f[i] - initial[i]) >= min_moved_ulps * ulp(initial[i])) ++moved;
-  }
-  // The updates added up to several ulps on most elements: the test measures something.
-  EXPECT_GE(moved, static_cast<int>(f.size()) / 2);
-}
+using master_weights_test::resume_across;
+using master_weights_test::Trio;
 
 TEST(MasterWeights, AdamUpdatesOf1e4RelativeMoveBf16AsFp32) {
   Trio t(DMUON_KIND_ADAM);
   const std::vector<float> initial = t.plain.values();
   t.run(kSteps);
-  expect_tracks_fp32(t, initial, 2);
+  expect_tracks_fp32(t, initial, 2, true);
 }
 
 TEST(MasterWeights, MuonUpdatesOf1e4RelativeMoveBf16AsFp32) {
   Trio t(DMUON_KIND_MUON);
   const std::vector<float> initial = t.plain.values();
   t.run(kSteps);
-  expect_tracks_fp32(t, initial, 1);
+  expect_tracks_fp32(t, initial, 1, true);
 }
 
 TEST(MasterWeights, AValueWrittenIntoTheViewIsReadByTheNextStep) {
@@ -137,15 +106,6 @@ TEST(MasterWeights, OnlyZeroOrOneAndAnOlderLayoutGetsTheDefault) {
 
 // ------------------------------------------------------------ checkpoints
 
-// The first n ranks of the world (MPI_COMM_NULL on the others).
-MPI_Comm first_ranks(int n) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm c = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, rank < n ? 0 : MPI_UNDEFINED, rank, &c);
-  return c;
-}
-
 // This rank's masters (Adam: all; Muon: its segment), read from the storage.
 std::vector<float> masters_of(const Model& m) {
   const dmuon::Optimizer& o = m.opt->impl;
@@ -154,40 +114,6 @@ std::vector<float> masters_of(const Model& m) {
   const int64_t n = m.kind == DMUON_KIND_ADAM ? o.adam_buffers(dmuon::Dtype::bf16).elements
                                               : o.muon_buffers(dmuon::Dtype::bf16).segment_elements;
   return at ? std::vector<float>(at, at + n) : std::vector<float>{};
-}
-
-// Saved halfway on the first `savers` ranks, restored on the first
-// `restorers`: the rest of the run equals the uninterrupted one on the
-// restorers bit for bit. Without the masters in the file the restored run
-// would start from the rounded parameters and end elsewhere.
-void resume_across(int savers, int restorers, int kind) {
-  const std::string dir = ckpt_test::fresh_dir("master_weights_" + std::to_string(kind) + "_" +
-                                               std::to_string(savers) + "to" + std::to_string(restorers));
-  MPI_Comm save_comm = first_ranks(savers), restore_comm = first_ranks(restorers);
-  std::vector<float> reference;
-  if (restore_comm != MPI_COMM_NULL) {
-    Model uninterrupted(restore_comm, kind, DMUON_DTYPE_BF16, 1);
-    for (int s = 0; s < kSteps; ++s) uninterrupted.step(s);
-    reference = uninterrupted.values();
-  }
-  if (save_comm != MPI_COMM_NULL) {
-    Model first_half(save_comm, kind, DMUON_DTYPE_BF16, 1);
-    for (int s = 0; s < kSteps / 2; ++s) first_half.step(s);
-    EXPECT_EQ(dmuon_checkpoint_save(first_half.opt, dir.c_str(), kSteps / 2, nullptr), DMUON_SUCCESS)
-        << dmuon_context_last_error(first_half.ctx);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (restore_comm != MPI_COMM_NULL) {
-    Model second_half(restore_comm, kind, DMUON_DTYPE_BF16, 1);
-    int64_t user_step = -1;
-    EXPECT_EQ(dmuon_checkpoint_restore(second_half.opt, dir.c_str(), &user_step), DMUON_SUCCESS)
-        << dmuon_context_last_error(second_half.ctx);
-    EXPECT_EQ(user_step, kSteps / 2);
-    for (int s = kSteps / 2; s < kSteps; ++s) second_half.step(s);
-    EXPECT_EQ(second_half.values(), reference) << savers << " to " << restorers << " ranks, kind " << kind;
-  }
-  for (MPI_Comm* c : {&save_comm, &restore_comm})
-    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
 TEST(MasterWeightsCheckpoint, SavedOnNRanksRestoredOnMGoesOnBitForBit) {
