@@ -83,7 +83,7 @@ __device__ inline void store_f4(float* p, const float* in, int n) {
 // from the master, or from the parameter the program wrote (master_or_param),
 // and stores both the master and its rounding.
 // The vector path widens the parameter first: its rounding gives back the
-// stored bits, so the comparison is the one of master_or_param.
+// stored bits (a NaN's payload aside), so the comparison is master_or_param's.
 template <int V>
 __device__ inline void start_from_master(float (&p)[V], const float* master) {
   float w[V];
