@@ -430,7 +430,7 @@ void add_read_ranges(const DatasetJob& job, const ChunkMap& map, ReadAhead& ahea
 std::vector<SealExtent> data_chunk_extents(hid_t file, uint64_t base) {
   std::vector<SealExtent> out;
   const Kind kinds[] = {Kind::muon, Kind::adam};
-  const Buffer buffers[] = {Buffer::param, Buffer::momentum, Buffer::exp_avg, Buffer::exp_avg_sq};
+  const Buffer buffers[] = {Buffer::param, Buffer::momentum, Buffer::exp_avg, Buffer::exp_avg_sq, Buffer::master};
   for (const Kind k : kinds)
     for (int di = 0; di < kNumDtypes; ++di)
       for (const Buffer b : buffers) {

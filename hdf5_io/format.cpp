@@ -16,6 +16,7 @@ const char* buffer_name(Buffer b) {
     case Buffer::param: return "param";
     case Buffer::momentum: return "momentum";
     case Buffer::exp_avg: return "exp_avg";
+    case Buffer::master: return "master";
     default: return "exp_avg_sq";
   }
 }

@@ -40,7 +40,9 @@ constexpr const char* kCrcAttr = "crc32c";
 // per-chunk costs vanish, small enough that fletcher32 localises damage.
 constexpr int64_t kChunkElements = int64_t{1} << 20;
 
-enum class Buffer { param, momentum, exp_avg, exp_avg_sq };
+// master: the fp32 master weights of bf16 parameters (option master_weights),
+// indexed like momentum (Muon) or like the parameters (Adam); optional.
+enum class Buffer { param, momentum, exp_avg, exp_avg_sq, master };
 const char* buffer_name(Buffer b);
 // "/muon/fp32/param", "/adam/bf16/exp_avg", ...
 std::string dataset_path(Kind k, Dtype d, Buffer b);

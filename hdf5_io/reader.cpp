@@ -42,6 +42,11 @@ struct Restored {
   std::array<HostBuffer, kNumDtypes> muon_momentum;  // this rank's segment (fp32)
   std::array<HostBuffer, kNumDtypes> adam_param;     // full padded buffers
   std::array<HostBuffer, kNumDtypes> adam_m, adam_v;
+  // Master weights, read when the optimizer has them and the file too
+  // (empty otherwise: the commit zeroes the masters, re-read from the
+  // parameters at the next step).
+  std::array<HostBuffer, kNumDtypes> muon_master;  // this rank's segment
+  std::array<HostBuffer, kNumDtypes> adam_master;  // full padded buffers
   std::vector<int64_t> adam_steps;  // per Adam row
 };
 
@@ -308,6 +313,11 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     const Dtype d = static_cast<Dtype>(di);
     const std::size_t es = dtype_size(d);
     const int64_t seg = r.layout.muon[static_cast<std::size_t>(di)].segment_elements;
+    // Masters are read when both sides have them (a file written with the
+    // option has them for every bf16 buffer it holds).
+    const bool masters = opt.has_masters(d) && (fc.muon_total[di] > 0 || fc.adam_total[di] > 0) &&
+                         H5Lexists(file.h5, dataset_path(fc.muon_total[di] > 0 ? Kind::muon : Kind::adam, d,
+                                                         Buffer::master).c_str(), H5P_DEFAULT) > 0;
     if (fc.muon_total[di] > 0) {
       HostBuffer* param = &r.muon_param[di];
       HostBuffer* momentum = &r.muon_momentum[di];
@@ -324,6 +334,13 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
                                fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, true), nullptr, seg),
                        [=] { return (*momentum = HostBuffer(static_cast<std::size_t>(seg) * 4)).data(); },
                        {}, nullptr, nullptr});
+      if (masters) {
+        HostBuffer* master = &r.muon_master[di];
+        reads.push_back({job_for(dataset_path(Kind::muon, d, Buffer::master), file_type(d, Buffer::master), 4,
+                                 fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, true), nullptr, seg),
+                         [=] { return (*master = HostBuffer(static_cast<std::size_t>(seg) * 4)).data(); },
+                         {}, nullptr, nullptr});
+      }
     }
     const int64_t total = fc.adam_total[di];
     if (total > 0) {
@@ -350,13 +367,17 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
         counts.push_back(last - first);
       }
       const auto [lo, hi] = even_share(total, rank, world);
-      const std::pair<Buffer, std::size_t> bufs[] = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
+      std::vector<std::pair<Buffer, std::size_t>> bufs = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
+      if (masters) bufs.emplace_back(Buffer::master, 4);
       for (const auto& entry : bufs) {
         // Plain variables, not a structured binding: C++17 lets no lambda capture one.
         const Buffer b = entry.first;
         const std::size_t size = entry.second;
         const std::string dpath = dataset_path(Kind::adam, d, b);
-        HostBuffer* image = &(b == Buffer::param ? r.adam_param : b == Buffer::exp_avg ? r.adam_m : r.adam_v)[di];
+        HostBuffer* image = &(b == Buffer::param     ? r.adam_param
+                              : b == Buffer::exp_avg ? r.adam_m
+                              : b == Buffer::master  ? r.adam_master
+                                                     : r.adam_v)[di];
         const auto allocate_image = [=] { return (*image = HostBuffer(static_cast<std::size_t>(padded) * size)).data(); };
         if (in_order) {
           std::vector<Piece> others;
@@ -552,6 +573,12 @@ void commit(Optimizer& opt, Restored& r, const std::string& path, const std::str
     place(mb.momentum, r.muon_momentum[di], static_cast<std::size_t>(mb.segment_elements) * 4);
     place(ab.exp_avg, r.adam_m[di], na * 4);
     place(ab.exp_avg_sq, r.adam_v[di], na * 4);
+    // Masters: from the file, or zeroed (read from the restored parameters
+    // at the next step) when it has none.
+    if (mb.master && r.muon_master[di].empty()) b.zero(mb.master, static_cast<std::size_t>(mb.segment_elements) * 4);
+    if (ab.master && r.adam_master[di].empty()) b.zero(ab.master, na * 4);
+    place(mb.master, r.muon_master[di], static_cast<std::size_t>(mb.segment_elements) * 4);
+    place(ab.master, r.adam_master[di], na * 4);
   }
   if (opt.layout().num_adam_rows > 0)
     b.upload(opt.adam_steps(), r.adam_steps.data(), static_cast<std::size_t>(opt.layout().num_adam_rows) * 8);

@@ -82,6 +82,9 @@ SaveJobs build_jobs(const Optimizer& opt, int rank, int world) {
                                 muon_pieces(params, c, d, rank, seg, false), mb.param, seg * world, c.muon_total[di]));
       s.jobs.push_back(data_job(dataset_path(Kind::muon, d, Buffer::momentum), d, Buffer::momentum,
                                 muon_pieces(params, c, d, rank, seg, true), mb.momentum, seg, c.muon_total[di]));
+      if (opt.has_masters(d))
+        s.jobs.push_back(data_job(dataset_path(Kind::muon, d, Buffer::master), d, Buffer::master,
+                                  muon_pieces(params, c, d, rank, seg, true), mb.master, seg, c.muon_total[di]));
     }
     const AdamBuffers& ab = opt.adam_buffers(d);
     if (c.adam_total[di] > 0) {
@@ -90,6 +93,9 @@ SaveJobs build_jobs(const Optimizer& opt, int rank, int world) {
           {Buffer::param, ab.param}, {Buffer::exp_avg, ab.exp_avg}, {Buffer::exp_avg_sq, ab.exp_avg_sq}};
       for (const auto& [b, base] : bufs)
         s.jobs.push_back(data_job(dataset_path(Kind::adam, d, b), d, b, pieces, base, ab.elements, c.adam_total[di]));
+      if (opt.has_masters(d))
+        s.jobs.push_back(data_job(dataset_path(Kind::adam, d, Buffer::master), d, Buffer::master, pieces, ab.master,
+                                  ab.elements, c.adam_total[di]));
     }
   }
   if (!c.adam_params.empty()) {

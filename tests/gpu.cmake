@@ -131,3 +131,7 @@ foreach(n 1 2)
 endforeach()
 # Accumulation, device metrics and schedules on the GPU, eager and whole-step graph.
 dmuon_add_gpu_test(test_cuda_training gpu/test_cuda_training.cpp)
+# Master weights of bf16 parameters (option master_weights): updates below half
+# a bf16 ulp add up as in fp32, vanish without the option; checkpointed on N
+# ranks and restored on M.
+dmuon_add_gpu_test(test_cuda_master_weights gpu/test_cuda_master_weights.cpp)

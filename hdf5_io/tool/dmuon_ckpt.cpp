@@ -12,6 +12,7 @@
 #include <hdf5.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -88,9 +89,14 @@ std::vector<float> param_values(hid_t file, const IndexRow& row, Buffer b) {
   return out;
 }
 
-std::vector<Buffer> buffers_of(const IndexRow& row) {
-  if (static_cast<Kind>(row.kind) == Kind::muon) return {Buffer::param, Buffer::momentum};
-  return {Buffer::param, Buffer::exp_avg, Buffer::exp_avg_sq};
+// The buffers a file stores for a parameter: master weights only when it
+// was saved with the option (bf16 parameters).
+std::vector<Buffer> buffers_of(hid_t file, const IndexRow& row) {
+  const Kind kind = static_cast<Kind>(row.kind);
+  std::vector<Buffer> out = kind == Kind::muon ? std::vector<Buffer>{Buffer::param, Buffer::momentum}
+                                               : std::vector<Buffer>{Buffer::param, Buffer::exp_avg, Buffer::exp_avg_sq};
+  if (exists(file, dataset_path(kind, static_cast<Dtype>(row.dtype), Buffer::master))) out.push_back(Buffer::master);
+  return out;
 }
 
 std::string shape_text(const IndexRow& row) {
@@ -170,7 +176,10 @@ int diff(const std::string& a_path, const std::string& b_path) {
     if (o.kind != r.kind || o.dtype != r.dtype || o.shape != r.shape) {
       note("param " + r.name + ": kind, dtype or shape differ");
     } else {
-      for (Buffer buf : buffers_of(r)) {
+      const std::vector<Buffer> in_b = buffers_of(b, o);
+      if (buffers_of(a, r) != in_b) note("param " + r.name + ": master weights in one file only");
+      for (Buffer buf : buffers_of(a, r)) {
+        if (std::find(in_b.begin(), in_b.end(), buf) == in_b.end()) continue;
         const std::vector<float> x = param_values(a, r, buf), y = param_values(b, o, buf);
         double worst = 0;
         for (std::size_t i = 0; i < x.size(); ++i)
@@ -204,7 +213,7 @@ int export_npz(const std::string& path, const std::string& out) {
   std::size_t adam_index = 0;
   for (const IndexRow& r : rows) {
     const std::vector<int64_t> shape(r.shape.begin(), r.shape.begin() + r.ndim);
-    for (Buffer buf : buffers_of(r)) {
+    for (Buffer buf : buffers_of(file, r)) {
       const std::vector<float> v = param_values(file, r, buf);
       const std::string name = buf == Buffer::param ? r.name : r.name + "." + buffer_name(buf);
       npz.add(name, "<f4", shape, v.data(), v.size() * 4);

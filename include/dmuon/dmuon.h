@@ -107,8 +107,8 @@ typedef struct dmuon_optimizer_s *dmuon_optimizer_t;
 
 /** Magic number stored in every options struct. */
 #define DMUON_OPTIONS_MAGIC 0x646d756fu
-/** Version of the options struct layout: 2 added the fields after cuda_stream. */
-#define DMUON_OPTIONS_VERSION 2
+/** Version of the options struct layout: 2 added the fields after cuda_stream, 3 added master_weights. */
+#define DMUON_OPTIONS_VERSION 3
 
 /** Newton-Schulz products on the CUDA backend (option muon_ns_symmetric). */
 #define DMUON_NS_SYMMETRIC_AUTO (-1) /**< timed per shape on the GPU, cross-checked, cached. */
@@ -164,7 +164,10 @@ typedef struct dmuon_optimizer_s *dmuon_optimizer_t;
   O(int, muon_ns_symmetric, DMUON_NS_SYMMETRIC_AUTO, ns_symmetric, unsaved,                             \
     "CUDA Newton-Schulz products: DMUON_NS_SYMMETRIC_AUTO (default), DMUON_NS_SYMMETRIC_OFF, DMUON_NS_SYMMETRIC_GRAM, or 2, 4, 8 row blocks where they fit.") \
   O(int, restore_gather, 0, flag, unsaved,                                                              \
-    "1: a restore all-gathers the replicated state even when all ranks share a node; 0 (default): there each rank copies it from the page cache.")
+    "1: a restore all-gathers the replicated state even when all ranks share a node; 0 (default): there each rank copies it from the page cache.") \
+  /* Version 3 */                                                                                      \
+  O(int, master_weights, 0, flag, unsaved,                                                              \
+    "1: keep an fp32 master copy of every bf16 parameter (Muon: on its owner; Adam: replicated), update it and round it into the bf16 parameter, so that updates below half a bf16 ulp, otherwise lost, add up; a value written into a bf16 view is read by the next step; fixed at dmuon_optimizer_finalize(); checkpoints carry the masters (default 0).")
 
 /**
  * @brief Optimizer-wide options. Always start from ::DMUON_OPTIONS_INIT, then
@@ -284,7 +287,10 @@ int dmuon_param_id(dmuon_optimizer_t opt, const char *name, int *id);
  * device for "cuda"). Either out pointer may be NULL. Valid until the
  * optimizer is destroyed or the flat storage moves, which only a
  * dmuon_checkpoint_restore() that must re-plan it does (a checkpoint saved
- * with another ownership plan); dmuon_views_epoch() tells.
+ * with another ownership plan); dmuon_views_epoch() tells. With the option
+ * master_weights, a bf16 value the program writes here is taken by the next
+ * step as written (its fp32 master is read again from it); writing the value
+ * it already holds leaves the master as it was.
  */
 int dmuon_param_view(dmuon_optimizer_t opt, int id, void **data, void **grad);
 /**
@@ -310,7 +316,9 @@ int dmuon_set_external_grad(dmuon_optimizer_t opt, int id, const void *grad);
  * @p root's copy. Call it after initialising the parameters through their
  * views when the ranks may have initialised them differently (a per-rank
  * random seed): Adam parameters are replicated, and a step never makes
- * copies that differ agree again.
+ * copies that differ agree again. With the option master_weights the masters
+ * of every rank (root's too) are read again from the parameters at the next
+ * step, so the replicated ones start equal.
  */
 int dmuon_broadcast_params(dmuon_optimizer_t opt, int root);
 /**
@@ -382,7 +390,7 @@ int dmuon_get_clip_stats(dmuon_optimizer_t opt, dmuon_clip_stats_t *stats);
 /**@{*/
 /** Rank that owns (updates) parameter @p id; -1 for Adam parameters (replicated). */
 int dmuon_param_owner(dmuon_optimizer_t opt, int id, int *rank);
-/** Bytes of optimizer state (Muon momentum, Adam moments) held on this rank. */
+/** Bytes of optimizer state (Muon momentum, Adam moments, master weights) held on this rank. */
 int dmuon_state_bytes(dmuon_optimizer_t opt, int64_t *bytes);
 /**@}*/
 

@@ -19,26 +19,31 @@
 
 namespace dmuon {
 
-// Adam flat storage of one dtype (backend memory).
+// Adam flat storage of one dtype (backend memory). master: null, or the fp32
+// master weights of every element, replicated like the parameters (see
+// master_or_param in core/dtype.hpp).
 struct AdamBuffers {
   void* param = nullptr;
   void* grad = nullptr;
   float* exp_avg = nullptr;
   float* exp_avg_sq = nullptr;
+  float* master = nullptr;
   int64_t elements = 0;
 };
 
 // Muon flat storage of one dtype (backend memory): param and grad are the full
-// owner-major buffers; momentum holds only this rank's segment.
+// owner-major buffers; momentum and master (null without master weights) hold
+// only this rank's segment.
 struct MuonBuffers {
   void* param = nullptr;
   void* grad = nullptr;
   float* momentum = nullptr;
+  float* master = nullptr;
   int64_t segment_elements = 0;
 };
 
 // One owned matrix of a batch. Offsets index the flat param/grad buffer; the
-// momentum offset indexes this rank's momentum segment.
+// momentum offset indexes this rank's momentum (and master) segment.
 struct MuonMatrix {
   int64_t offset;
   int64_t momentum_offset;

@@ -46,4 +46,13 @@ DMUON_HD float load_f32(const uint16_t* p, int64_t i) { return bf16_to_float(p[i
 DMUON_HD void store_f32(float* p, int64_t i, float v) { p[i] = v; }
 DMUON_HD void store_f32(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
 
+// Master weights (option master_weights): an fp32 copy of a bf16 parameter
+// that the update reads and writes, the parameter being its rounding. An
+// element whose parameter is not the rounding of its master was written by the
+// program since (or the master is fresh, zero), so the update starts from the
+// parameter: a zeroed master means "re-read the parameters at the next step".
+DMUON_HD float master_or_param(float master, uint16_t param) {
+  return float_to_bf16(master) == param ? master : bf16_to_float(param);
+}
+
 }  // namespace dmuon

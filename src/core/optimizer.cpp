@@ -115,6 +115,11 @@ void Optimizer::allocate_storage() {
       muon_[d].param = b.allocate(static_cast<std::size_t>(nm) * es);
       muon_[d].grad = b.allocate(static_cast<std::size_t>(nm) * es);
       muon_[d].momentum = static_cast<float*>(b.allocate(static_cast<std::size_t>(seg) * 4));
+      // Zero-filled masters: the first step reads them from the parameters.
+      if (has_masters(static_cast<Dtype>(d))) {
+        adam_[d].master = static_cast<float*>(b.allocate(static_cast<std::size_t>(na) * 4));
+        muon_[d].master = static_cast<float*>(b.allocate(static_cast<std::size_t>(seg) * 4));
+      }
     }
     adam_steps_ = static_cast<int64_t*>(b.allocate(sizeof(int64_t) * static_cast<std::size_t>(std::max(1, layout_.num_adam_rows))));
     stats_ = static_cast<StepStats*>(b.allocate(sizeof(StepStats)));
@@ -136,6 +141,8 @@ void Optimizer::release_storage() noexcept {
     b.release(muon_[d].param);
     b.release(muon_[d].grad);
     b.release(muon_[d].momentum);
+    b.release(adam_[d].master);
+    b.release(muon_[d].master);
     adam_[d] = AdamBuffers{};
     muon_[d] = MuonBuffers{};
   }
@@ -329,7 +336,11 @@ int Optimizer::owner(int id) const {
 int64_t Optimizer::state_bytes() const {
   require(finalized_, DMUON_ERR_NOT_FINALIZED, "dmuon_state_bytes: call dmuon_optimizer_finalize first");
   int64_t bytes = 0;
-  for (int d = 0; d < kNumDtypes; ++d) bytes += 4 * (muon_[d].segment_elements + 2 * adam_[d].elements);
+  for (int d = 0; d < kNumDtypes; ++d) {
+    bytes += 4 * (muon_[d].segment_elements + 2 * adam_[d].elements);
+    if (muon_[d].master) bytes += 4 * muon_[d].segment_elements;
+    if (adam_[d].master) bytes += 4 * adam_[d].elements;
+  }
   return bytes;
 }
 
@@ -350,7 +361,17 @@ dmuon_clip_stats_t Optimizer::clip_stats() const {
 
 void Optimizer::set_options(const dmuon_options_t& o) {
   validate_options(o);
+  // The masters are storage, allocated (or not) at finalize.
+  require(!finalized_ || o.master_weights == options_.master_weights, DMUON_ERR_ALREADY_FINALIZED,
+          "master_weights is fixed at dmuon_optimizer_finalize; set it in the options before finalizing");
   options_ = o;
+}
+
+void Optimizer::reset_master_weights() {
+  for (int d = 0; d < kNumDtypes; ++d) {
+    if (adam_[d].master) backend().zero(adam_[d].master, static_cast<std::size_t>(adam_[d].elements) * 4);
+    if (muon_[d].master) backend().zero(muon_[d].master, static_cast<std::size_t>(muon_[d].segment_elements) * 4);
+  }
 }
 
 }  // namespace dmuon

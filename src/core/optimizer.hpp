@@ -57,6 +57,13 @@ class Optimizer {
   // Re-plan with a given owner list (checkpoint restore on the same world
   // size): new storage, so every view moves and views_epoch() grows.
   void replan(const std::vector<int>& owners);
+  // Master weights (option master_weights): zeroes them, so that the next
+  // step reads every master from its bf16 parameter (master_or_param in
+  // core/dtype.hpp). After dmuon_broadcast_params, and after a restore from a
+  // file without masters.
+  void reset_master_weights();
+  // Whether the parameters of dtype d have masters (the same on every rank).
+  bool has_masters(Dtype d) const { return options_.master_weights && d == Dtype::bf16; }
   // How many times the flat storage moved since finalize (dmuon_views_epoch):
   // views taken at one epoch stay valid while it lasts.
   int64_t views_epoch() const { return views_epoch_; }

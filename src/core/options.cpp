@@ -40,8 +40,9 @@ constexpr const char* kRule_ns_symmetric = "DMUON_NS_SYMMETRIC_AUTO (-1), DMUON_
 constexpr const char* kRule_nonneg_int = ">= 0";
 constexpr const char* kRule_any = "";
 
-// The version-1 layout ended with cuda_stream.
+// The version-1 layout ended with cuda_stream, version 2 with restore_gather.
 constexpr std::size_t kOptionsV1Size = offsetof(dmuon_options_t, cuda_stream) + sizeof(void*);
+constexpr std::size_t kOptionsV2Size = offsetof(dmuon_options_t, restore_gather) + sizeof(int);
 
 }  // namespace
 
@@ -52,7 +53,9 @@ void validate_options(const dmuon_options_t& o) {
 #undef DMUON_X_VALIDATE
 }
 
-std::size_t options_size_of_version(uint32_t v) { return v == 1 ? kOptionsV1Size : sizeof(dmuon_options_t); }
+std::size_t options_size_of_version(uint32_t v) {
+  return v == 1 ? kOptionsV1Size : v == 2 ? kOptionsV2Size : sizeof(dmuon_options_t);
+}
 
 dmuon_options_t read_options(const dmuon_options_t* given, const char* call) {
   dmuon_options_t o = DMUON_OPTIONS_INIT;

@@ -96,6 +96,9 @@ void broadcast_params(Optimizer& opt, int root) {
                  static_cast<std::size_t>(opt.layout().muon[static_cast<std::size_t>(d)].total_elements()) * es, root,
                  "dmuon_broadcast_params");
   }
+  // Every rank's masters are read from root's parameters at the next step,
+  // root's too, so the replicated Adam masters are equal on every rank.
+  opt.reset_master_weights();
 }
 
 void check_replicas(Optimizer& opt, const char* call) {

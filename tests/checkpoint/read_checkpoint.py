@@ -100,7 +100,7 @@ with h5py.File(sys.argv[1], "r") as f:
     assert crc32c(meta) == f.attrs["metadata_crc32c"], "metadata_crc32c"
     # The extents are the data chunks of the buffer datasets, each chunk whole (data + fletcher32).
     chunks = []
-    for kind, bufs in [("muon", ["param", "momentum"]), ("adam", ["param", "exp_avg", "exp_avg_sq"])]:
+    for kind, bufs in [("muon", ["param", "momentum", "master"]), ("adam", ["param", "exp_avg", "exp_avg_sq", "master"])]:
         for dtype in ["fp32", "bf16"]:
             for b in bufs:
                 name = f"{kind}/{dtype}/{b}"

@@ -65,18 +65,24 @@ DMUON_ADAM_CLONES void adam_row(const AdamBuffers& b, const AdamScalarRow& r, co
     return;
   }
   // bf16: widen a cache-sized block, update it in fp32, round it back. Three
-  // simple loops vectorise where one loop mixing widths did not.
+  // simple loops vectorise where one loop mixing widths did not. With master
+  // weights the block starts from the masters (or the parameters the program
+  // wrote) and goes back to them before it is rounded.
   constexpr int64_t kBlock = 1024;
   float pf[kBlock], gf[kBlock];
   uint16_t* __restrict p = static_cast<uint16_t*>(b.param) + r.offset;
   const uint16_t* __restrict g = static_cast<const uint16_t*>(b.grad) + r.offset;
+  float* __restrict master = b.master ? b.master + r.offset : nullptr;
   for (int64_t at = 0; at < r.numel; at += kBlock) {
     const int64_t n = std::min(kBlock, r.numel - at);
-    for (int64_t i = 0; i < n; ++i) {
-      pf[i] = bf16_to_float(p[at + i]);
-      gf[i] = bf16_to_float(g[at + i]);
-    }
+    if (master)
+      for (int64_t i = 0; i < n; ++i) pf[i] = master_or_param(master[at + i], p[at + i]);
+    else
+      for (int64_t i = 0; i < n; ++i) pf[i] = bf16_to_float(p[at + i]);
+    for (int64_t i = 0; i < n; ++i) gf[i] = bf16_to_float(g[at + i]);
     adam_span(pf, gf, m + at, v + at, n, r, d, clip);
+    if (master)
+      for (int64_t i = 0; i < n; ++i) master[at + i] = pf[i];
     for (int64_t i = 0; i < n; ++i) p[at + i] = float_to_bf16(pf[i]);
   }
 }

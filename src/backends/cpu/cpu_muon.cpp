@@ -6,9 +6,11 @@
 //     u   = nesterov ? (1 - m) g + m buf : buf
 //     O   = NS(u)                 (on u^T when rows > cols, so k = min(rows, cols))
 //     p   = p * decay - lr * O    (decay and lr prepared by the optimizer)
-// bf16 parameters keep fp32 momentum, run NS in fp32 and round once on store.
+// bf16 parameters keep fp32 momentum, run NS in fp32 and round once on store;
+// with master weights the update is applied to the fp32 master instead.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/cpu_newton_schulz.hpp"
@@ -51,23 +53,38 @@ void momentum_into(const MuonBuffers& b, const MuonMatrix& mat, int64_t rows, in
         for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) x[c * rows + r] = update(r * cols + c);
 }
 
+// One element of p = p * decay - lr * o. With master weights (bf16 only) the
+// master is updated and the parameter is its rounding.
+struct ElementUpdate {
+  float decay, lr;
+  float* master;  // this matrix's masters, or null
+  template <class T>
+  void operator()(T* p, int64_t e, float o) const {
+    if constexpr (std::is_same_v<T, uint16_t>)
+      if (master) {
+        const float w = master_or_param(master[e], p[e]) * decay - lr * o;
+        master[e] = w;
+        p[e] = float_to_bf16(w);
+        return;
+      }
+    store_f32(p, e, load_f32(p, e) * decay - lr * o);
+  }
+};
+
 // p = p * decay - lr * O, reading O from x (transposed back when tall).
 template <class T>
 void apply_update(const MuonBuffers& b, const MuonMatrix& mat, int64_t rows, int64_t cols,
                   const float* __restrict x) {
   T* __restrict p = static_cast<T*>(b.param) + mat.offset;
-  const float decay = mat.decay, lr = mat.lr;
+  const ElementUpdate update{mat.decay, mat.lr, b.master ? b.master + mat.momentum_offset : nullptr};
   if (rows <= cols) {
-    for (int64_t e = 0; e < rows * cols; ++e) store_f32(p, e, load_f32(p, e) * decay - lr * x[e]);
+    for (int64_t e = 0; e < rows * cols; ++e) update(p, e, x[e]);
     return;
   }
   for (int64_t r0 = 0; r0 < rows; r0 += kTile)
     for (int64_t c0 = 0; c0 < cols; c0 += kTile)
       for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) {
-          const int64_t e = r * cols + c;
-          store_f32(p, e, load_f32(p, e) * decay - lr * x[c * rows + r]);
-        }
+        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) update(p, r * cols + c, x[c * rows + r]);
 }
 
 }  // namespace

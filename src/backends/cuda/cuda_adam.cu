@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/cuda_block_sum.cuh"
@@ -78,6 +79,29 @@ __device__ inline void store_f4(float* p, const float* in, int n) {
   for (int k = 0; k < n; k += 4) *reinterpret_cast<float4*>(p + k) = make_float4(in[k], in[k + 1], in[k + 2], in[k + 3]);
 }
 
+// Master weights (bf16 only; `master` null otherwise): the update starts
+// from the master, or from the parameter the program wrote (master_or_param),
+// and stores both the master and its rounding.
+// The vector path widens the parameter first: its rounding gives back the
+// stored bits (a NaN's payload aside), so the comparison is master_or_param's.
+template <int V>
+__device__ inline void start_from_master(float (&p)[V], const float* master) {
+  float w[V];
+  load_f4(master, w, V);
+  for (int k = 0; k < V; ++k) p[k] = master_or_param(w[k], float_to_bf16(p[k]));
+}
+template <class T>
+__device__ inline float load_start(const T* param, const float* master, int64_t j) {
+  if constexpr (std::is_same<T, uint16_t>::value)
+    if (master) return master_or_param(master[j], param[j]);
+  return load_f32(param, j);
+}
+template <class T>
+__device__ inline void store_result(T* param, float* master, int64_t j, float w) {
+  if (master) master[j] = w;
+  store_f32(param, j, w);
+}
+
 // One block per chunk of one row. The guard (skip) and the row's active flag
 // are read on the device: no host branch depends on the step's outcome. The
 // row's scalars are derived once per block; each thread keeps kUnroll vectors
@@ -85,6 +109,7 @@ __device__ inline void store_f4(float* p, const float* in, int n) {
 template <class T, int kUnroll>
 __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, const T* __restrict__ grad,
                                                        float* __restrict__ m, float* __restrict__ v,
+                                                       float* __restrict__ master,
                                                        const AdamChunk* __restrict__ chunks,
                                                        const AdamScalarRow* __restrict__ rows,
                                                        const int64_t* __restrict__ steps, const StepStats* stats) {
@@ -110,6 +135,7 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
       const int64_t i = base + int64_t(u) * kThreads * V;
       if (i + V <= end) {
         Vec<T>::load(param + i, p[u]);
+        if (master) start_from_master(p[u], master + i);
         Vec<T>::load(grad + i, g[u]);
         load_f4(m + i, mm[u], V);
         load_f4(v + i, vv[u], V);
@@ -121,12 +147,13 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
       if (i + V <= end) {
 #pragma unroll
         for (int k = 0; k < V; ++k) p[u][k] = adam_element(p[u][k], g[u][k] * clip, mm[u][k], vv[u][k], r, d);
+        if (master) store_f4(master + i, p[u], V);
         Vec<T>::store(param + i, p[u]);
         store_f4(m + i, mm[u], V);
         store_f4(v + i, vv[u], V);
       } else {
         for (int64_t j = i; j < end; ++j) {  // the row's ragged end
-          store_f32(param, j, adam_element(load_f32(param, j), load_f32(grad, j) * clip, m[j], v[j], r, d));
+          store_result(param, master, j, adam_element(load_start(param, master, j), load_f32(grad, j) * clip, m[j], v[j], r, d));
         }
       }
     }
@@ -176,13 +203,14 @@ AdamTiling adam_tiling(Dtype d) {
 
 template <class T>
 void launch_adam(int unroll, int blocks, cudaStream_t stream, T* param, const T* grad, float* m, float* v,
-                 const AdamChunk* chunks, const AdamScalarRow* rows, const int64_t* steps, const StepStats* stats) {
+                 float* master, const AdamChunk* chunks, const AdamScalarRow* rows, const int64_t* steps,
+                 const StepStats* stats) {
   if (unroll == 1)
-    adam_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, chunks, rows, steps, stats);
+    adam_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, stats);
   else if (unroll == 4)
-    adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, chunks, rows, steps, stats);
+    adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, stats);
   else
-    adam_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, chunks, rows, steps, stats);
+    adam_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, stats);
 }
 
 }  // namespace
@@ -255,10 +283,11 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const Ad
     const int unroll = adam_tiling(static_cast<Dtype>(d)).unroll;
     if (static_cast<Dtype>(d) == Dtype::fp32)
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<float*>(b.param), static_cast<const float*>(b.grad),
-                  b.exp_avg, b.exp_avg_sq, st.chunks[d], dev_rows, steps, stats);
+                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, stats);
     else
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<uint16_t*>(b.param),
-                  static_cast<const uint16_t*>(b.grad), b.exp_avg, b.exp_avg_sq, st.chunks[d], dev_rows, steps, stats);
+                  static_cast<const uint16_t*>(b.grad), b.exp_avg, b.exp_avg_sq, b.master, st.chunks[d], dev_rows,
+                  steps, stats);
     launch_check("adam_kernel");
   }
   adam_advance<<<(num_rows + kThreads - 1) / kThreads, kThreads, 0, st.stream>>>(dev_rows, num_rows, steps, stats);

@@ -145,26 +145,38 @@ __global__ void __launch_bounds__(kThreads) normalise_kernel(uint16_t* X, const 
 }
 
 // p = p * decay - lr * O (decay and lr per matrix, from the staged table).
+// With master weights (bf16 only; `master` null otherwise, indexed like the
+// momentum) the update starts from the master, or from the parameter the
+// program wrote (master_or_param), and stores the master and its rounding.
 template <class T>
-__global__ void __launch_bounds__(kThreads) update_kernel(T* __restrict__ param, const MuonMatrix* mats,
-                                                          const StepStats* stats, int64_t numel,
-                                                          const uint16_t* __restrict__ O) {
+__global__ void __launch_bounds__(kThreads) update_kernel(T* __restrict__ param, float* __restrict__ master,
+                                                          const MuonMatrix* mats, const StepStats* stats,
+                                                          int64_t numel, const uint16_t* __restrict__ O) {
   const MuonMatrix mt = mats[blockIdx.y];
   if (!mt.active || stats->skip) return;
   const uint16_t* o = O + blockIdx.y * numel;
+  float* w = master ? master + mt.momentum_offset : nullptr;
   const int64_t stride = int64_t(gridDim.x) * kThreads;
-  if (((mt.offset | numel) & (kVec - 1)) == 0) {
+  if (((mt.offset | mt.momentum_offset | numel) & (kVec - 1)) == 0) {
     T* p = param + mt.offset;
     for (int64_t v = blockIdx.x * int64_t(kThreads) + threadIdx.x; v < numel / kVec; v += stride) {
       Vec8 pv = load8(p + v * kVec);
+      if (w) {
+        const Vec8 wv = load8(w + v * kVec);
+        for (int k = 0; k < kVec; ++k) pv.v[k] = master_or_param(wv.v[k], float_to_bf16(pv.v[k]));
+      }
       const Vec8 ov = load8(o + v * kVec);
       for (int k = 0; k < kVec; ++k) pv.v[k] = pv.v[k] * mt.decay - mt.lr * ov.v[k];
+      if (w) store8(w + v * kVec, pv);
       store8(p + v * kVec, pv);
     }
   } else {
     for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += stride) {
       const int64_t j = mt.offset + i;
-      store_f32(param, j, load_f32(param, j) * mt.decay - mt.lr * bf16_to_float(o[i]));
+      const float start = w ? master_or_param(w[i], float_to_bf16(load_f32(param, j))) : load_f32(param, j);
+      const float next = start * mt.decay - mt.lr * bf16_to_float(o[i]);
+      if (w) w[i] = next;
+      store_f32(param, j, next);
     }
   }
 }
@@ -350,7 +362,7 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
   launch_check("normalise_kernel");
   uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps),
                              w.sym_blocks == kNsGramBlocks);
-  update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), mats, stats, numel, out);
+  update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), buf.master, mats, stats, numel, out);
   launch_check("update_kernel");
 }
 
@@ -426,7 +438,7 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
   int32_t eps_bits = 0;
   std::memcpy(&eps_bits, &hyper.ns_eps, sizeof eps_bits);
   // A fixed-size array: the replay path allocates nothing.
-  const ShapeWork::GraphKey key = {buf.param, buf.grad, buf.momentum, stats, dev_mats, dev_header, st.stream,
+  const ShapeWork::GraphKey key = {buf.param, buf.grad, buf.momentum, buf.master, stats, dev_mats, dev_header, st.stream,
                                    reinterpret_cast<const void*>(intptr_t(hyper.nesterov)),
                                    reinterpret_cast<const void*>(intptr_t(hyper.ns_steps)),
                                    reinterpret_cast<const void*>(intptr_t(hyper.ns_schedule)),

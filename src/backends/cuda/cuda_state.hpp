@@ -75,7 +75,7 @@ struct ShapeWork {
   bool warm = false;
   bool fallback = false;     // capture failed once: this shape stays eager
   std::string note;          // why it fell back
-  using GraphKey = std::array<const void*, 11>;
+  using GraphKey = std::array<const void*, 12>;
   GraphKey graph_key{};      // pointers and settings the graph captured
   void* exec = nullptr;      // cudaGraphExec_t
   // Products X X^T and A A: plain GEMMs (sym_blocks 0) or symmetric over
