@@ -131,8 +131,8 @@ OpenedRead open_read(MPI_Comm comm, OpenFile& f, DatasetJob job) {
   OpenedRead o;
   o.job = std::move(job);
   // Rank 0 alone looks every chunk up and sends the map: the chunk index is
-  // read cold in small reads, and four ranks doing so at once took 0.12-0.17 s
-  // for five datasets on the GPU machine's host, against 0.04 s for one.
+  // read cold in small reads, and several ranks doing so at once are slower
+  // than one (docs/decisions.md, "Measurements behind the code").
   int64_t head[4] = {0, 0, 0, 0};  // direct, chunk elements, chunk bytes, chunks
   agreed(comm, [&] {
     o.dset = open_for_read(f.h5, o.job, o.stored);
@@ -345,7 +345,7 @@ Staged stage(const StateAccess& state, OpenFile& file, const Plan& plan, const M
   // All staging is mapped now and populated by kStagingThreads helpers, in
   // read order, while the datasets are opened and read (the kernel zeroes
   // pages about as fast as a disk delivers them: docs/decisions.md,
-  // "Restore"). A read that overtakes the helpers takes its pages itself,
+  // "Measurements behind the code"). A read that overtakes the helpers takes its pages itself,
   // without waiting. The helpers' futures are declared after the staging,
   // so an error waits for them before the staging is unmapped.
   std::vector<std::pair<char*, std::size_t>> spans;

@@ -255,9 +255,9 @@ void save_checkpoint(StateAccess& state, const std::string& dir_arg, int64_t use
     s.first_part[i + 1] = s.first_part[i] +
         static_cast<std::size_t>(s.jobs[i].direct ? chunk_count(s.jobs[i].total, chunk_elements_of(s.jobs[i])) : 0);
   s.parts.resize(s.first_part.back());
-  // The datasets are checksummed on two threads, alternately: both checksums
-  // together run at about 4.6 GB/s on one core of the development machine
-  // (CRC-32C 7.2 GB/s, fletcher32 13 GB/s), a fifth of a 1 GB save on one rank.
+  // The datasets are checksummed on two threads, alternately: on one core
+  // the two checksums are a fifth of a save (docs/decisions.md,
+  // "Measurements behind the code").
   std::vector<std::vector<CrcPiece>> pieces(s.jobs.size());
   const auto checksum_every_other = [&s, &pieces](std::size_t first) {
     for (std::size_t i = first; i < s.jobs.size(); i += 2) {
