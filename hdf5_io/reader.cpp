@@ -502,7 +502,9 @@ int64_t restore_from(StateAccess& state, const std::string& path, const std::str
   Staged staged = stage(state, file, plan, m, plan_reads(plan, m.file, state.rank()));
   Placed placed;
   agreed(comm, [&] { placed = place(state, std::move(plan), m, staged, path, fallback); });
+  const bool moved = placed.target.moved;
   state.install(std::move(placed.target), std::move(placed.settings));
+  if (moved) state.tell_storage_moved();
   if (!fallback.empty())
     state.message(DMUON_MESSAGE_WARNING, "dmuon_checkpoint_restore: restored the older checkpoint " + path +
                                              " after refusing newer ones: " + fallback);

@@ -76,8 +76,12 @@ void Optimizer::replan(const std::vector<int>& owners) {
   // Always new storage, even for the same owners: the caller asked for it.
   PreparedState prepared = prepare(plan, true);
   adopt(std::move(plan), std::move(prepared));
+  tell_storage_moved();
+}
+
+void Optimizer::tell_storage_moved() const {
   backend().message(DMUON_MESSAGE_INFO, "the Muon ownership plan changed: the flat storage was allocated again, "
-                                          "so views taken before this call are invalid (dmuon_views_epoch grew)");
+                                        "so views taken before this call are invalid (dmuon_views_epoch grew)");
 }
 
 void Optimizer::refresh_step_scalars() {

@@ -53,12 +53,15 @@ class Optimizer {
   const MuonBuffers& muon_buffers(Dtype d) const { return storage_.muon[static_cast<int>(d)]; }
   int64_t* adam_steps() const { return storage_.adam_steps; }  // backend memory, one per Adam row
   StepStats* stats() const { return storage_.stats; }          // backend memory
-  // Re-plan with a given owner list (checkpoint restore on the same world
-  // size): new storage, so every view moves and views_epoch() grows.
+  // Re-plan with a given owner list: always new storage (allocated before the
+  // old is freed: short of memory, nothing changes), so every view moves and
+  // views_epoch() grows. A restore goes through StateAccess instead.
   void replan(const std::vector<int>& owners);
   // How many times the flat storage moved since finalize (dmuon_views_epoch):
   // views taken at one epoch stay valid while it lasts.
   int64_t views_epoch() const { return views_epoch_; }
+  // The INFO message of a plan change (replan, a restore onto another plan).
+  void tell_storage_moved() const;
 
   // Gradient accumulation (optimizer_training.cpp).
   void zero_grad();

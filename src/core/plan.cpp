@@ -73,12 +73,14 @@ Layout plan_layout(std::vector<ParamRecord>& params, int world, const std::vecto
   return layout;
 }
 
-std::vector<int> Plan::owners() const {
+std::vector<int> muon_owners(const std::vector<ParamRecord>& placed) {
   std::vector<int> out;
-  for (const ParamRecord& p : params)
+  for (const ParamRecord& p : placed)
     if (p.kind == Kind::muon) out.push_back(p.owner);
   return out;
 }
+
+std::vector<int> Plan::owners() const { return muon_owners(params); }
 
 Plan make_plan(const std::vector<ParamRecord>& registered, int world, const std::vector<int>& owners) {
   Plan plan;

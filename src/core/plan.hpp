@@ -75,6 +75,7 @@ struct Plan {
   // Owner of each Muon matrix, in registration order.
   std::vector<int> owners() const;
 };
+std::vector<int> muon_owners(const std::vector<ParamRecord>& placed);
 // The plan of `registered` on `world` ranks: `owners` (one per Muon matrix)
 // when given, else balanced by Newton-Schulz cost (plan.hpp). Throws.
 Plan make_plan(const std::vector<ParamRecord>& registered, int world, const std::vector<int>& owners = {});

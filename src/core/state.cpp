@@ -38,7 +38,7 @@ void StateAccess::message(int level, const std::string& text) const { opt_.backe
 
 RestoreTarget StateAccess::prepare(Plan plan) {
   RestoreTarget t;
-  const bool fresh = plan.owners() != Plan{opt_.registry().all(), opt_.layout(), world()}.owners();
+  const bool fresh = plan.owners() != muon_owners(opt_.registry().all());
   t.prepared = PreparedPtr(new PreparedState(opt_.prepare(plan, fresh)));
   const Storage& storage = fresh ? t.prepared->storage : opt_.storage_;
   t.buffers = storage.describe(plan.layout);
@@ -63,5 +63,7 @@ void StateAccess::install(RestoreTarget&& target, RestoredSettings&& settings) n
   if (settings.has_lr_schedules) opt_.lr_schedules_ = settings.lr_schedules;
   opt_.restored_attributes.swap(settings.attributes);
 }
+
+void StateAccess::tell_storage_moved() const { opt_.tell_storage_moved(); }
 
 }  // namespace dmuon

@@ -111,6 +111,8 @@ class StateAccess {
   void place_step_count(const RestoreTarget& target, int64_t optimizer_step);
   // Last step: the optimizer takes the plan, the storage and the settings.
   void install(RestoreTarget&& target, RestoredSettings&& settings) noexcept;
+  // After an install whose target.moved: tells the user that views moved.
+  void tell_storage_moved() const;
 
  private:
   Optimizer& opt_;
