@@ -145,18 +145,4 @@ void prune(const std::string& dir, int keep_last) {
     remove_file(join_path(dir, all[i].second));
 }
 
-bool fault_armed(const char* point, int rank) {
-  const char* env = std::getenv("DMUON_FAULT_POINT");
-  if (!env || !*env) return false;
-  std::stringstream list(env);
-  std::string item;
-  while (std::getline(list, item, ',')) {
-    const auto at = item.find('@');
-    const std::string name = item.substr(0, at);
-    const int target = at == std::string::npos ? 0 : std::atoi(item.c_str() + at + 1);
-    if (name == point && target == rank) return true;
-  }
-  return false;
-}
-
 }  // namespace dmuon::ckpt

@@ -1,5 +1,5 @@
 // The file-system side of a checkpoint: names, durable renames, the `latest`
-// pointer, listing and pruning, and the test-only fault points.
+// pointer, listing and pruning.
 //
 // Commit protocol (rank 0, after every rank fsynced the finished NAME.tmp):
 // rename NAME.tmp -> NAME, fsync the directory, write latest.tmp, fsync it,
@@ -38,14 +38,5 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 // Delete all but the newest `keep_last` checkpoints (0 keeps all) and the
 // leftovers of crashed saves (ckpt_*.h5.tmp other than `keep_tmp`).
 void prune(const std::string& dir, int keep_last);
-
-// Test-only fault injection, read from the environment at each save:
-//   DMUON_FAULT_POINT=<point>[@<rank>][,<point>[@<rank>]...]
-// Points: "save-kill" (SIGKILL on that rank after the first data dataset is
-// written), "save-enospc" (that rank's first data write reports ENOSPC),
-// "save-enospc-fsync" (that rank's fsync of the finished file reports ENOSPC),
-// "save-kill-before-latest" (rank 0 dies after the rename, before `latest`
-// moves). Rank defaults to 0. Never set it in production.
-bool fault_armed(const char* point, int rank);
 
 }  // namespace dmuon::ckpt

@@ -137,13 +137,13 @@ std::pair<int64_t, int64_t> even_share(int64_t total, int rank, int world) {
   return {at(rank), at(rank + 1)};
 }
 
-std::vector<Piece> muon_pieces(const std::vector<ParamRecord>& params, const Canonical& c, Dtype d, int rank,
-                               int64_t segment_elements, bool momentum) {
+std::vector<Piece> muon_pieces(const std::vector<ParamRecord>& params, const Layout& layout, const Canonical& c,
+                               Dtype d, int rank, bool momentum) {
   std::vector<Piece> pieces;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const ParamRecord& p = params[i];
     if (p.kind != Kind::muon || p.dtype != d || p.owner != rank) continue;
-    const int64_t mem = momentum ? p.offset - static_cast<int64_t>(rank) * segment_elements : p.offset;
+    const int64_t mem = momentum ? layout.local_offset(p) : p.offset;
     pieces.push_back({c.offset[i], mem, p.numel});
   }
   return pieces;
@@ -161,6 +161,15 @@ std::vector<Piece> adam_pieces(const std::vector<ParamRecord>& params, const Can
     if (lo < hi) pieces.push_back({lo, p.offset + (lo - c.offset[static_cast<std::size_t>(id)]), hi - lo});
   }
   return pieces;
+}
+
+std::vector<Piece> rank_pieces(const StateBuffer& b, const Plan& plan, const Canonical& c, int rank) {
+  if (b.kind == Kind::muon) return muon_pieces(plan.params, plan.layout, c, b.dtype, rank, b.extent == Extent::own_segment);
+  return adam_pieces(plan.params, c, b.dtype, rank, plan.world);
+}
+
+int64_t dataset_elements(const StateBuffer& b, const Canonical& c) {
+  return (b.kind == Kind::muon ? c.muon_total : c.adam_total)[static_cast<std::size_t>(b.dtype)];
 }
 
 // ------------------------------------------------------------------ metadata

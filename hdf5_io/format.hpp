@@ -19,14 +19,14 @@
 
 #include "core/dtype.hpp"
 #include "core/lr_schedule.hpp"
-#include "core/registry.hpp"
+#include "core/plan.hpp"
+#include "core/state.hpp"
+#include "include/hdf5_io/checkpoint.hpp"  // kReservedPrefix
 
 namespace dmuon::ckpt {
 
 constexpr const char* kFormatName = "dmuon-checkpoint";
 constexpr int64_t kFormatVersion = 1;
-// Attribute keys with this prefix are written by dmuon on restore (plan, file used).
-constexpr const char* kReservedPrefix = "dmuon.";
 constexpr const char* kIndexPath = "/index";
 constexpr const char* kAdamStepPath = "/adam/step";
 constexpr const char* kHyperGroup = "/hyperparameters";
@@ -40,9 +40,8 @@ constexpr const char* kCrcAttr = "crc32c";
 // per-chunk costs vanish, small enough that fletcher32 localises damage.
 constexpr int64_t kChunkElements = int64_t{1} << 20;
 
-// master: the fp32 master weights of bf16 parameters (option master_weights),
-// indexed like momentum (Muon) or like the parameters (Adam); optional.
-enum class Buffer { param, momentum, exp_avg, exp_avg_sq, master };
+// A dataset holds one role of the state (core/state.hpp) for one (kind, dtype).
+using Buffer = StateRole;
 const char* buffer_name(Buffer b);
 // "/muon/fp32/param", "/adam/bf16/exp_avg", ...
 std::string dataset_path(Kind k, Dtype d, Buffer b);
@@ -89,11 +88,16 @@ struct Piece {
 std::pair<int64_t, int64_t> even_share(int64_t total, int rank, int world);
 // Muon matrices of dtype d owned by `rank` (placement from plan_layout):
 // mem indexes the flat parameter buffer, or this rank's momentum segment.
-std::vector<Piece> muon_pieces(const std::vector<ParamRecord>& params, const Canonical& c, Dtype d, int rank,
-                               int64_t segment_elements, bool momentum);
+std::vector<Piece> muon_pieces(const std::vector<ParamRecord>& params, const Layout& layout, const Canonical& c,
+                               Dtype d, int rank, bool momentum);
 // This rank's even share of the Adam elements of dtype d; mem indexes the flat buffer.
 std::vector<Piece> adam_pieces(const std::vector<ParamRecord>& params, const Canonical& c, Dtype d, int rank,
                                int world);
+// The pieces of a state buffer that `rank` writes (and, for its own plan,
+// reads): its Muon matrices, or its even share of a replicated buffer.
+std::vector<Piece> rank_pieces(const StateBuffer& b, const Plan& plan, const Canonical& c, int rank);
+// Elements of the buffer's dataset (0: the model has none of that kind and dtype).
+int64_t dataset_elements(const StateBuffer& b, const Canonical& c);
 
 // Everything stored as attributes, covered together by metadata_crc32c.
 struct Metadata {

@@ -51,9 +51,8 @@ constexpr uint64_t kRestoreReadAheadBytes = uint64_t{256} << 20;
 // (posix_fadvise WILLNEED). A reader that waits for each block before
 // checksumming it leaves the device idle for the checksum's time otherwise.
 // The hints are given on a thread of their own: WILLNEED returns only once
-// the kernel has queued the reads, and with a busy device that took 0.13-0.6 s
-// of a 1 GB restore (docs/benchmarks.md), time the reader can spend
-// checksumming. Hints only: an error is ignored, the reads themselves still
+// the kernel has queued the reads, which with a busy device is a large part
+// of a restore (docs/benchmarks.md), time the reader can spend checksumming. Hints only: an error is ignored, the reads themselves still
 // report theirs; without a thread to be had, the hints are given inline.
 class ReadAhead {
  public:

@@ -1,28 +1,37 @@
-// Restore: read and verify everything into host staging first (index against
-// the registered model, every dataset's fletcher32 and CRC-32C, the metadata
-// checksum), agree on the outcome across ranks, and only then replace the
-// optimizer's state. Each rank reads its own Muon matrices (under the plan it
-// will use) and an even share of the Adam buffers, and verifies them; the
-// other ranks' shares it then copies from the file when all ranks share one
-// node (one page cache), else all-gathers.
+// Restore, in five phases, each a function below:
+//   open_verified   the file exists, its seal covers every byte HDF5 will
+//                   parse, HDF5 and the seal agree where the data starts;
+//   match           the metadata and the index verify and describe the
+//                   registered model; the stored hyper-parameters are valid;
+//   plan_restore    the plan the optimizer will have (the stored owners on
+//                   the same world size, else a deterministic re-plan) and
+//                   the reads (read_plan.hpp, a pure function);
+//   stage           every buffer read into host staging and verified (each
+//                   dataset's fletcher32 and CRC-32C), the other ranks'
+//                   shares copied from the file or gathered;
+//   commit          the staged contents placed into storage prepared for the
+//                   plan, then installed by the one call that cannot fail.
+// Every phase but commit leaves the optimizer untouched, and each ends with
+// the same outcome on every rank (agreed()), so a damaged file is refused
+// everywhere before anything changes.
 #include <algorithm>
 #include <cstdlib>
-#include <deque>
-#include <functional>
 #include <future>
-#include <system_error>
 #include <map>
+#include <system_error>
 
 #include "atomic_files.hpp"
-#include "checkpoint.hpp"
 #include "collective.hpp"
 #include "core/error.hpp"
 #include "core/mapped_memory.hpp"
+#include "core/options.hpp"
 #include "crc32c.hpp"
 #include "direct_chunks.hpp"
 #include "file_seal.hpp"
 #include "format.hpp"
 #include "h5_util.hpp"
+#include "hdf5_io/checkpoint.hpp"
+#include "read_plan.hpp"
 #include "transfer.hpp"
 
 namespace dmuon::ckpt {
@@ -30,25 +39,6 @@ namespace {
 
 constexpr int kCorrupt = DMUON_ERR_CHECKPOINT_CORRUPT;
 constexpr int kMismatch = DMUON_ERR_CHECKPOINT_MISMATCH;
-
-// Everything a restore commits, verified, in the layout the optimizer will have.
-struct Restored {
-  Metadata meta;
-  dmuon_options_t options{};
-  std::vector<int> owners;  // per Muon parameter, registration order
-  bool replayed = false;
-  Layout layout;
-  std::array<HostBuffer, kNumDtypes> muon_param;     // full owner-major buffer
-  std::array<HostBuffer, kNumDtypes> muon_momentum;  // this rank's segment (fp32)
-  std::array<HostBuffer, kNumDtypes> adam_param;     // full padded buffers
-  std::array<HostBuffer, kNumDtypes> adam_m, adam_v;
-  // Master weights, read when the optimizer has them and the file too
-  // (empty otherwise: the commit zeroes the masters, re-read from the
-  // parameters at the next step).
-  std::array<HostBuffer, kNumDtypes> muon_master;  // this rank's segment
-  std::array<HostBuffer, kNumDtypes> adam_master;  // full padded buffers
-  std::vector<int64_t> adam_steps;  // per Adam row
-};
 
 std::string describe_row(const IndexRow& r) {
   std::string s = "'" + r.name + "' (" + (r.kind == 0 ? "muon" : "adam") + ", " + (r.dtype == 0 ? "fp32" : "bf16") + ", [";
@@ -101,13 +91,6 @@ std::vector<const IndexRow*> match_model(const std::vector<ParamRecord>& params,
   return match;
 }
 
-void append(std::vector<Piece>& to, const std::vector<Piece>& from) { to.insert(to.end(), from.begin(), from.end()); }
-
-std::vector<Piece> in_file_order(std::vector<Piece> pieces) {
-  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.file < b.file; });
-  return merge_pieces(std::move(pieces));
-}
-
 DatasetJob job_for(const std::string& path, hid_t type, std::size_t elem, int64_t total, std::vector<Piece> pieces,
                    void* host, int64_t host_elements) {
   DatasetJob j;
@@ -115,7 +98,7 @@ DatasetJob job_for(const std::string& path, hid_t type, std::size_t elem, int64_
   j.file_type = type;
   j.elem = elem;
   j.total = total;
-  j.pieces = in_file_order(std::move(pieces));
+  j.pieces = merge_pieces(std::move(pieces));
   j.host = static_cast<char*>(host);
   j.host_elements = host_elements;
   return j;
@@ -148,8 +131,8 @@ OpenedRead open_read(MPI_Comm comm, OpenFile& f, DatasetJob job) {
   OpenedRead o;
   o.job = std::move(job);
   // Rank 0 alone looks every chunk up and sends the map: the chunk index is
-  // read cold in small reads, and four ranks doing so at once took 0.12-0.17 s
-  // for five datasets on the GPU machine's host, against 0.04 s for one.
+  // read cold in small reads, and several ranks doing so at once are slower
+  // than one (docs/decisions.md, "Measurements behind the code").
   int64_t head[4] = {0, 0, 0, 0};  // direct, chunk elements, chunk bytes, chunks
   agreed(comm, [&] {
     o.dset = open_for_read(f.h5, o.job, o.stored);
@@ -197,41 +180,19 @@ void read_verified(MPI_Comm comm, OpenFile& f, const OpenedRead& o, ReadAhead* a
   });
 }
 
-// One data dataset of a restore: how its staging is mapped (at once; helper
-// threads populate it while the reads run); for a dataset every rank holds
-// whole, the other ranks' pieces and the all-gather that brings them
-// instead; and what completes the buffer afterwards.
-struct DataRead {
-  DatasetJob job;  // host set from allocate()
-  std::function<char*()> allocate;
-  std::vector<Piece> others;     // in file order, in job.host's coordinates
-  std::function<void()> gather;  // null: the dataset is not replicated
-  std::function<void()> place;   // null: nothing to do
-};
-
-// Helper threads per rank that populate the staging memory (the kernel
-// zeroes it) ahead of the reads.
-constexpr std::size_t kStagingThreads = 2;
-
-Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
-  const dmuon_context_s& ctx = *opt.context();
-  MPI_Comm comm = ctx.comm;
-  const int rank = ctx.rank, world = ctx.size;
-  const auto& params = opt.registry().all();
-  Restored r;
-
+// ------------------------------------------------------------ open and verify
+// Guarantees: the file exists, every byte HDF5 will parse is as written (the
+// seal), and `file.base` is where HDF5's addresses start.
+void open_verified(MPI_Comm comm, int rank, const std::string& path, OpenFile& file) {
   agreed(comm, [&] {
     if (rank == 0) require(path_exists(path), DMUON_ERR_NOT_FOUND, "'" + path + "' does not exist");
   });
   // HDF5 parses only files whose every byte is as written (it can crash on damaged ones).
   const int64_t sealed_block = verify_seal(comm, path);
-  OpenFile file;
   file.path = path;
   agreed(comm, [&] {
     // Every rank opens the file on its own (HDF5's POSIX driver): a restore
-    // only reads, each rank what it needs, so nothing needs MPI-IO. (On the
-    // GPU machine's host, opening the five data datasets at 4 ranks took
-    // 0.12 s this way and 0.15 s through MPI-IO, one run each.)
+    // only reads, each rank what it needs, so nothing needs MPI-IO.
     H5Id fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS), DMUON_ERR_IO, "cannot create a file access list");
     h5_require(H5Pset_fapl_sec2(fapl) >= 0, DMUON_ERR_IO, "cannot select HDF5's POSIX driver");
     file.h5 = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), kCorrupt,
@@ -247,210 +208,163 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
     file.base = user_block;
     file.raw.open_read(path);
   });
+}
 
+// ------------------------------------------------------------ match
+// What the file says of the model, verified and matched to the registered
+// parameters.
+struct Matched {
+  Metadata meta;
+  dmuon_options_t options{};  // the caller's, with the stored ones applied; valid
   std::vector<IndexRow> rows;
-  std::vector<const IndexRow*> match;
+  std::vector<const IndexRow*> row_of;  // per registered parameter
+  Canonical file;                       // the file's offsets, by registered id
+  std::vector<int> file_adam_order;     // the file's k-th Adam parameter -> registered id
+  bool masters = false;                 // the master weights are read (reads_masters)
+};
+
+// Whether a restore reads master weights: the optimizer has them
+// (options.master_weights) and the file too. A file written with the option
+// has them for every bf16 buffer it holds; from one without, the masters
+// start zeroed, so that the next step reads them from the restored parameters.
+bool reads_masters(const StateAccess& state, const OpenFile& file, const Canonical& fc) {
+  const auto bf = static_cast<std::size_t>(Dtype::bf16);
+  if (!state.options().master_weights || (fc.muon_total[bf] == 0 && fc.adam_total[bf] == 0)) return false;
+  const Kind k = fc.muon_total[bf] > 0 ? Kind::muon : Kind::adam;
+  return H5Lexists(file.h5, dataset_path(k, Dtype::bf16, StateRole::master).c_str(), H5P_DEFAULT) > 0;
+}
+
+// Guarantees: the metadata and /index verify, the index is consistent and
+// names exactly the registered parameters with the same kinds, dtypes and
+// shapes, and the stored hyper-parameters are valid.
+Matched match(MPI_Comm comm, const StateAccess& state, OpenFile& file) {
+  const auto& params = state.params();
+  Matched m;
   agreed(comm, [&] {
-    r.meta = read_metadata(file.h5);
+    m.meta = read_metadata(file.h5);
     {  // num_params sizes an allocation: it must match /index's length first (found by the structured fuzzer)
       H5Id ds = h5_dataset(H5Dopen2(file.h5, kIndexPath, H5P_DEFAULT), kCorrupt, "cannot open /index");
       H5Id space = h5_space(H5Dget_space(ds), kCorrupt, "cannot read the shape of /index");
       const hssize_t rows_in_file = H5Sget_simple_extent_npoints(space);
-      require(rows_in_file == r.meta.num_params, kCorrupt,
-              "the index has " + std::to_string(rows_in_file) + " rows, the file says " + std::to_string(r.meta.num_params));
+      require(rows_in_file == m.meta.num_params, kCorrupt,
+              "the index has " + std::to_string(rows_in_file) + " rows, the file says " + std::to_string(m.meta.num_params));
     }
-    std::vector<unsigned char> bytes(static_cast<std::size_t>(std::max<int64_t>(r.meta.num_params, 0)) * kIndexRowBytes);
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(std::max<int64_t>(m.meta.num_params, 0)) * kIndexRowBytes);
     H5Id type = h5_type(index_file_type(), DMUON_ERR_IO, "cannot build the index type");
-    const DatasetJob index = job_for(kIndexPath, type, kIndexRowBytes, r.meta.num_params,
-                                     {{0, 0, r.meta.num_params}}, bytes.data(), r.meta.num_params);
+    const DatasetJob index = job_for(kIndexPath, type, kIndexRowBytes, m.meta.num_params,
+                                     {{0, 0, m.meta.num_params}}, bytes.data(), m.meta.num_params);
     const uint32_t stored = read_pieces(file.h5, index);
     require(crc32c(bytes.data(), bytes.size()) == stored, kCorrupt, "the checksum of /index does not match");
-    rows = unpack_index(bytes);
+    m.rows = unpack_index(bytes);
     Canonical totals;
-    check_index_structure(rows, r.meta, totals);
-    match = match_model(params, rows);
-    r.options = opt.options();
-    apply_restored_options(r.options, r.meta.options);
+    check_index_structure(m.rows, m.meta, totals);
+    m.row_of = match_model(params, m.rows);
+    m.options = state.options();
+    apply_restored_options(m.options, m.meta.options);
     try {
-      validate_options(r.options);
+      validate_options(m.options);
     } catch (const Error& e) {
       fail(kCorrupt, std::string("the stored hyper-parameters are invalid: ") + e.what());
     }
   });
+  for (const IndexRow& row : m.rows)
+    (row.kind == 0 ? m.file.muon_total : m.file.adam_total)[static_cast<std::size_t>(row.dtype)] += row.numel;
+  std::map<std::string, int> id_of;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    m.file.offset.push_back(m.row_of[i]->offset);
+    if (params[i].kind == Kind::adam) m.file.adam_params.push_back(static_cast<int>(i));
+    id_of[params[i].name] = static_cast<int>(i);
+  }
+  for (const IndexRow& row : m.rows)
+    if (row.kind == 1) m.file_adam_order.push_back(id_of.at(row.name));
+  return m;
+}
 
-  // The plan: the stored owners on the same world size, else a deterministic re-plan.
-  std::vector<ParamRecord> planned = params;
+// ------------------------------------------------------------ plan
+// Guarantees: the plan is valid for this world size (stored owners are
+// checked to be ranks). Nothing is allocated yet.
+Plan plan_restore(MPI_Comm comm, const StateAccess& state, const Matched& m) {
+  const auto& params = state.params();
+  const int world = state.world();
+  Plan plan;
   agreed(comm, [&] {
-    r.replayed = r.meta.world_size == world;
     std::vector<int> owners;
-    if (r.replayed)
+    if (m.meta.world_size == world)
       for (std::size_t i = 0; i < params.size(); ++i)
         if (params[i].kind == Kind::muon) {
-          const int o = match[i]->owner;
+          const int o = m.row_of[i]->owner;
           require(o >= 0 && o < world, kCorrupt, "the stored owner of '" + params[i].name + "' is out of range");
           owners.push_back(o);
         }
-    r.layout = plan_layout(planned, world, owners);
-    r.owners.clear();
-    for (const ParamRecord& p : planned)
-      if (p.kind == Kind::muon) r.owners.push_back(p.owner);
+    plan = make_plan(params, world, owners);
   });
+  return plan;
+}
 
-  // File-side placement of every registered parameter, from the index.
-  Canonical fc;
-  for (const IndexRow& row : rows)
-    (row.kind == 0 ? fc.muon_total : fc.adam_total)[static_cast<std::size_t>(row.dtype)] += row.numel;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    fc.offset.push_back(match[i]->offset);
-    if (params[i].kind == Kind::adam) fc.adam_params.push_back(static_cast<int>(i));
-  }
+// ------------------------------------------------------------ stage
+// One buffer of the state, read, verified and complete in host memory.
+struct StagedBuffer {
+  DatasetRead read;
+  HostBuffer data;  // read.image elements once staged
+};
 
-  // Every data dataset first (nothing read yet), so the read-ahead can run
-  // across datasets; then each is read, verified and completed.
-  std::vector<DataRead> reads;
-  std::deque<HostBuffer> canonical;  // staging of out-of-order Adam shares, freed when moved
-  for (int di = 0; di < kNumDtypes; ++di) {
-    const Dtype d = static_cast<Dtype>(di);
-    const std::size_t es = dtype_size(d);
-    const int64_t seg = r.layout.muon[static_cast<std::size_t>(di)].segment_elements;
-    // Masters are read when both sides have them (a file written with the
-    // option has them for every bf16 buffer it holds).
-    const bool masters = opt.has_masters(d) && (fc.muon_total[di] > 0 || fc.adam_total[di] > 0) &&
-                         H5Lexists(file.h5, dataset_path(fc.muon_total[di] > 0 ? Kind::muon : Kind::adam, d,
-                                                         Buffer::master).c_str(), H5P_DEFAULT) > 0;
-    if (fc.muon_total[di] > 0) {
-      HostBuffer* param = &r.muon_param[di];
-      HostBuffer* momentum = &r.muon_momentum[di];
-      std::vector<Piece> others;
-      for (int q = 0; q < world; ++q)
-        if (q != rank) append(others, muon_pieces(planned, fc, d, q, seg, false));
-      reads.push_back({job_for(dataset_path(Kind::muon, d, Buffer::param), file_type(d, Buffer::param), es,
-                               fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, false), nullptr, seg * world),
-                       [=] { return (*param = HostBuffer(static_cast<std::size_t>(seg * world) * es)).data(); },
-                       in_file_order(std::move(others)),
-                       [=] { agreed(comm, [&] { allgather_segments(comm, param->data(), static_cast<std::size_t>(seg) * es); }); },
-                       nullptr});
-      reads.push_back({job_for(dataset_path(Kind::muon, d, Buffer::momentum), file_type(d, Buffer::momentum), 4,
-                               fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, true), nullptr, seg),
-                       [=] { return (*momentum = HostBuffer(static_cast<std::size_t>(seg) * 4)).data(); },
-                       {}, nullptr, nullptr});
-      if (masters) {
-        HostBuffer* master = &r.muon_master[di];
-        reads.push_back({job_for(dataset_path(Kind::muon, d, Buffer::master), file_type(d, Buffer::master), 4,
-                                 fc.muon_total[di], muon_pieces(planned, fc, d, rank, seg, true), nullptr, seg),
-                         [=] { return (*master = HostBuffer(static_cast<std::size_t>(seg) * 4)).data(); },
-                         {}, nullptr, nullptr});
-      }
+struct Staged {
+  std::vector<StagedBuffer> buffers;
+  std::vector<int64_t> adam_steps;  // per Adam row of the plan
+};
+
+// Helper threads per rank that populate the staging memory (the kernel
+// zeroes it) ahead of the reads.
+constexpr std::size_t kStagingThreads = 2;
+
+// The rest of a replicated dataset from the other ranks.
+void gather(MPI_Comm comm, StagedBuffer& s) {
+  const DatasetRead& r = s.read;
+  agreed(comm, [&] {
+    if (r.completion == Completion::segments) {
+      int world = 1;
+      MPI_Comm_size(comm, &world);
+      allgather_segments(comm, s.data.data(), static_cast<std::size_t>(r.staging / world) * r.element_size);
+      return;
     }
-    const int64_t total = fc.adam_total[di];
-    if (total > 0) {
-      // Each rank reads its even share of the canonical elements straight
-      // into the padded image. When the shares of consecutive ranks stay in
-      // order there too (the model registered in the order it was saved),
-      // their padded ranges are disjoint and an in-place all-gather
-      // completes the image; otherwise the shares go through a canonical
-      // buffer and every parameter moves to its padded place.
-      const int64_t padded = r.layout.adam_elements[static_cast<std::size_t>(di)];
-      std::vector<std::vector<Piece>> share(static_cast<std::size_t>(world));
-      std::vector<int64_t> counts, displs;
-      bool in_order = true;
-      for (int q = 0; q < world; ++q) {
-        share[static_cast<std::size_t>(q)] = adam_pieces(planned, fc, d, q, world);
-        int64_t first = padded, last = 0;
-        for (const Piece& p : share[static_cast<std::size_t>(q)]) {
-          first = std::min(first, p.mem);
-          last = std::max(last, p.mem + p.count);
-        }
-        if (first >= last) first = last = displs.empty() ? 0 : displs.back() + counts.back();
-        in_order = in_order && (displs.empty() || first >= displs.back() + counts.back());
-        displs.push_back(first);
-        counts.push_back(last - first);
-      }
-      const auto [lo, hi] = even_share(total, rank, world);
-      std::vector<std::pair<Buffer, std::size_t>> bufs = {{Buffer::param, es}, {Buffer::exp_avg, 4}, {Buffer::exp_avg_sq, 4}};
-      if (masters) bufs.emplace_back(Buffer::master, 4);
-      for (const auto& entry : bufs) {
-        // Plain variables, not a structured binding: C++17 lets no lambda capture one.
-        const Buffer b = entry.first;
-        const std::size_t size = entry.second;
-        const std::string dpath = dataset_path(Kind::adam, d, b);
-        HostBuffer* image = &(b == Buffer::param     ? r.adam_param
-                              : b == Buffer::exp_avg ? r.adam_m
-                              : b == Buffer::master  ? r.adam_master
-                                                     : r.adam_v)[di];
-        const auto allocate_image = [=] { return (*image = HostBuffer(static_cast<std::size_t>(padded) * size)).data(); };
-        if (in_order) {
-          std::vector<Piece> others;
-          for (int q = 0; q < world; ++q)
-            if (q != rank) append(others, share[static_cast<std::size_t>(q)]);
-          reads.push_back({job_for(dpath, file_type(d, b), size, total, share[static_cast<std::size_t>(rank)], nullptr, padded),
-                           allocate_image, in_file_order(std::move(others)), [=] {
-                             agreed(comm, [&] {
-                               std::vector<int64_t> c(counts), o(displs);
-                               for (auto& x : c) x *= static_cast<int64_t>(size);
-                               for (auto& x : o) x *= static_cast<int64_t>(size);
-                               allgatherv_bytes(comm, image->data(), c, o);
-                             });
-                           },
-                           nullptr});
-        } else {
-          canonical.emplace_back();
-          HostBuffer* canon = &canonical.back();
-          std::vector<Piece> others;
-          for (int q = 0; q < world; ++q) {
-            const auto [x, y] = even_share(total, q, world);
-            if (q != rank) others.push_back({x, x, y - x});
-          }
-          reads.push_back({job_for(dpath, file_type(d, b), size, total, {{lo, lo, hi - lo}}, nullptr, total),
-                           [=] { return (*canon = HostBuffer(static_cast<std::size_t>(total) * size)).data(); },
-                           in_file_order(std::move(others)),
-                           [=] {
-                             agreed(comm, [&] {
-                               std::vector<int64_t> c, o;
-                               for (int q = 0; q < world; ++q) {
-                                 const auto [x, y] = even_share(total, q, world);
-                                 o.push_back(x * static_cast<int64_t>(size));
-                                 c.push_back((y - x) * static_cast<int64_t>(size));
-                               }
-                               allgatherv_bytes(comm, canon->data(), c, o);
-                             });
-                           },
-                           [=, &planned, &fc] {
-                             agreed(comm, [&] {
-                               allocate_image();
-                               for (std::size_t i = 0; i < planned.size(); ++i) {
-                                 const ParamRecord& p = planned[i];
-                                 if (p.kind != Kind::adam || p.dtype != d) continue;
-                                 std::copy_n(canon->data() + fc.offset[i] * static_cast<int64_t>(size),
-                                             p.numel * static_cast<int64_t>(size),
-                                             image->data() + p.offset * static_cast<int64_t>(size));
-                               }
-                               *canon = HostBuffer();
-                             });
-                           }});
-        }
-      }
-    }
-  }
-  // This rank's own datasets (the Muon momentum) last: the copies (or
-  // all-gathers) that complete the replicated ones then run beside its read,
-  // not after everything is read. (The last copy took 0.025-0.03 s of a
-  // 0.7 s restore at 2 ranks, 1 GB on the GPU machine's host; measured
-  // side by side, momentum last: restore 0.49-0.75 s at 4 ranks, median 0.58,
-  // first: 0.64-0.72 s, median 0.68; at 2 ranks no difference.)
-  std::stable_partition(reads.begin(), reads.end(), [](const DataRead& dr) { return dr.gather != nullptr; });
+    std::vector<int64_t> c(r.counts), o(r.displs);
+    for (auto& x : c) x *= static_cast<int64_t>(r.element_size);
+    for (auto& x : o) x *= static_cast<int64_t>(r.element_size);
+    allgatherv_bytes(comm, s.data.data(), c, o);
+  });
+}
+
+// A canonical staging buffer becomes the padded image.
+void place_canonical(MPI_Comm comm, StagedBuffer& s) {
+  agreed(comm, [&] {
+    const auto es = static_cast<int64_t>(s.read.element_size);
+    HostBuffer image(static_cast<std::size_t>(s.read.image) * s.read.element_size);
+    for (const Piece& p : s.read.placement)
+      std::copy_n(s.data.data() + p.file * es, p.count * es, image.data() + p.mem * es);
+    s.data = std::move(image);
+  });
+}
+
+// Guarantees: every buffer of the plan's state is in host memory, verified
+// against the file's checksums, and the step counters are read; the
+// optimizer is untouched.
+Staged stage(const StateAccess& state, OpenFile& file, const Plan& plan, const Matched& m,
+             std::vector<DatasetRead> reads) {
+  MPI_Comm comm = state.comm();
+  Staged staged;
+  staged.buffers.resize(reads.size());
+  for (std::size_t i = 0; i < reads.size(); ++i) staged.buffers[i].read = std::move(reads[i]);
   // All staging is mapped now and populated by kStagingThreads helpers, in
-  // read order, while the datasets are opened and read: the kernel zeroes
-  // pages at about 3 GB/s per thread on the GPU machine's host (a VM), as
-  // long as reading them from its disk. A read that overtakes the helpers
-  // takes its pages itself, without waiting (waiting for the whole first
-  // block took 0.1-0.22 s). The helpers' futures are declared after `r`, so
-  // an error waits for them before the staging is unmapped.
+  // read order, while the datasets are opened and read (the kernel zeroes
+  // pages about as fast as a disk delivers them: docs/decisions.md,
+  // "Measurements behind the code"). A read that overtakes the helpers takes its pages itself,
+  // without waiting. The helpers' futures are declared after the staging,
+  // so an error waits for them before the staging is unmapped.
   std::vector<std::pair<char*, std::size_t>> spans;
   agreed(comm, [&] {
-    for (DataRead& dr : reads) {
-      dr.job.host = dr.allocate();
-      spans.emplace_back(dr.job.host, static_cast<std::size_t>(dr.job.host_elements) * dr.job.elem);
+    for (StagedBuffer& s : staged.buffers) {
+      s.data = HostBuffer(static_cast<std::size_t>(s.read.staging) * s.read.element_size);
+      spans.emplace_back(s.data.data(), s.data.size());
     }
   });
   const auto populate_every = [&spans](std::size_t first, std::size_t step) {
@@ -460,12 +374,10 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   // A replicated dataset is verified by every rank for its own share, as
   // read; the rest every rank then copies from the file itself when all
   // ranks share one node, and so one page cache holding what the others have
-  // just read and verified (on the GPU machine's host, the all-gathers took
-  // 0.19 s of a 0.8 s restore at 4 ranks). Across nodes that would read the
-  // data once per node from the file system: all-gather there.
-  // options.restore_gather = 1 asks for the all-gather everywhere.
-  const bool replicated_from_file =
-      all_ranks(comm, ranks_share_node(comm) && opt.options().restore_gather == 0);
+  // just read and verified. Across nodes that would read the data once per
+  // node from the file system: all-gather there. options.restore_gather = 1
+  // asks for the all-gather everywhere.
+  const bool replicated_from_file = all_ranks(comm, ranks_share_node(comm) && state.options().restore_gather == 0);
   std::vector<std::future<void>> populators;
   for (std::size_t t = 0; t < kStagingThreads; ++t) {
     try {
@@ -478,26 +390,29 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   // the others are still being read (cold, in small reads).
   std::vector<OpenedRead> opened;
   ReadAhead ahead(file.raw.fd(), kRestoreReadAheadBytes);
-  for (DataRead& dr : reads) {
-    opened.push_back(open_read(comm, file, std::move(dr.job)));
+  for (StagedBuffer& s : staged.buffers) {
+    const DatasetRead& r = s.read;
+    opened.push_back(open_read(comm, file,
+                               job_for(dataset_path(r.kind, r.dtype, r.role), file_type(r.dtype, r.role),
+                                       r.element_size, r.total, r.own, s.data.data(), r.staging)));
     if (opened.back().direct) add_read_ranges(opened.back().job, opened.back().map, ahead);
     ahead.advance(0);
   }
   // The copies from the page cache run on helper threads, beside the reads
-  // of the next datasets (they took 0.12-0.18 s of a 0.7-0.8 s restore at 2-4
-  // ranks when the reads waited for them); declared after the staging and
-  // `opened` they use, so an error waits for them.
+  // of the next datasets; declared after the staging and `opened` they use,
+  // so an error waits for them.
   std::vector<std::future<void>> copies;
-  for (std::size_t i = 0; i < reads.size(); ++i) {
+  for (std::size_t i = 0; i < staged.buffers.size(); ++i) {
+    StagedBuffer& s = staged.buffers[i];
     read_verified(comm, file, opened[i], &ahead);
-    if (reads[i].gather) {
+    if (s.read.completion != Completion::none) {
       if (replicated_from_file && opened[i].direct) {
         DatasetJob rest = opened[i].job;
-        rest.pieces = reads[i].others;
+        rest.pieces = s.read.others;
         const auto copy = [&file, &map = opened[i].map, rest = std::move(rest)] {
           copy_chunks(file.raw.fd(), file.path, rest, map);
         };
-        if (reads[i].place) {  // it needs the whole buffer now
+        if (s.read.completion == Completion::canonical) {  // placed next: it needs the whole buffer now
           agreed(comm, copy);
         } else {
           try {
@@ -507,10 +422,10 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
           }
         }
       } else {
-        reads[i].gather();
+        gather(comm, s);
       }
     }
-    if (reads[i].place) reads[i].place();
+    if (s.read.completion == Completion::canonical) place_canonical(comm, s);
     opened[i].dset.close();
   }
   agreed(comm, [&] {
@@ -518,105 +433,111 @@ Restored read_checkpoint(const Optimizer& opt, const std::string& path) {
   });
 
   // Step counters: small, read whole by every rank, mapped by name.
-  std::vector<int> file_adam_order;  // file's k-th Adam parameter -> registered id
-  {
-    std::map<std::string, int> id_of;
-    for (std::size_t i = 0; i < params.size(); ++i) id_of[params[i].name] = static_cast<int>(i);
-    for (const IndexRow& row : rows)
-      if (row.kind == 1) file_adam_order.push_back(id_of.at(row.name));
-  }
-  r.adam_steps.assign(static_cast<std::size_t>(std::max(1, r.layout.num_adam_rows)), 0);
-  if (!file_adam_order.empty()) {
-    const int64_t n = static_cast<int64_t>(file_adam_order.size());
+  staged.adam_steps.assign(static_cast<std::size_t>(std::max(1, plan.layout.num_adam_rows)), 0);
+  if (!m.file_adam_order.empty()) {
+    const int64_t n = static_cast<int64_t>(m.file_adam_order.size());
     std::vector<int64_t> steps(static_cast<std::size_t>(n));
     agreed(comm, [&] {
       const DatasetJob job = job_for(kAdamStepPath, H5T_STD_I64LE, 8, n, {{0, 0, n}}, steps.data(), n);
       const uint32_t stored = read_pieces(file.h5, job);
       require(crc32c(steps.data(), steps.size() * 8) == stored, kCorrupt, "the checksum of /adam/step does not match");
       for (int64_t k = 0; k < n; ++k) {
+        const auto id = static_cast<std::size_t>(m.file_adam_order[static_cast<std::size_t>(k)]);
         require(steps[static_cast<std::size_t>(k)] >= 0, kCorrupt, "a step counter in /adam/step is negative");
-        r.adam_steps[static_cast<std::size_t>(planned[static_cast<std::size_t>(file_adam_order[static_cast<std::size_t>(k)])].adam_row)] =
-            steps[static_cast<std::size_t>(k)];
+        staged.adam_steps[static_cast<std::size_t>(plan.params[id].adam_row)] = steps[static_cast<std::size_t>(k)];
       }
     });
   }
-  agreed(comm, [&] { h5_require(file.h5.close(), kCorrupt, "cannot close '" + path + "'"); });
-  return r;
+  agreed(comm, [&] { h5_require(file.h5.close(), kCorrupt, "cannot close '" + file.path + "'"); });
+  return staged;
 }
 
-void commit(Optimizer& opt, Restored& r, const std::string& path, const std::string& fallback) {
-  std::vector<int> current;
-  for (const ParamRecord& p : opt.registry().all())
-    if (p.kind == Kind::muon) current.push_back(p.owner);
-  if (current != r.owners) opt.replan(r.owners);
-  Backend& b = opt.backend();
-  // Into the storage the optimizer has (after a re-plan, its new storage), at
-  // the same addresses, so that the views stay valid on the same plan: a
-  // staged block of its buffer's exact size on a host backend by moving its
-  // pages (Backend::move_pages_into), anything else by a copy.
-  const auto place = [&b](void* dst, HostBuffer& staged, std::size_t bytes) {
-    if (staged.empty()) return;
-    if (staged.size() == bytes && b.move_pages_into(dst, staged.data(), bytes))
-      (void)staged.release();
-    else
-      b.upload(dst, staged.data(), staged.size());
-  };
-  for (int di = 0; di < kNumDtypes; ++di) {
-    const Dtype d = static_cast<Dtype>(di);
-    const std::size_t es = dtype_size(d);
-    const MuonBuffers& mb = opt.muon_buffers(d);
-    const AdamBuffers& ab = opt.adam_buffers(d);
-    const auto nm = static_cast<std::size_t>(opt.layout().muon[static_cast<std::size_t>(di)].total_elements());
-    const auto na = static_cast<std::size_t>(ab.elements);
-    place(mb.param, r.muon_param[di], nm * es);
-    place(ab.param, r.adam_param[di], na * es);
-    place(mb.momentum, r.muon_momentum[di], static_cast<std::size_t>(mb.segment_elements) * 4);
-    place(ab.exp_avg, r.adam_m[di], na * 4);
-    place(ab.exp_avg_sq, r.adam_v[di], na * 4);
-    // Masters: from the file, or zeroed (read from the restored parameters
-    // at the next step) when it has none.
-    if (mb.master && r.muon_master[di].empty()) b.zero(mb.master, static_cast<std::size_t>(mb.segment_elements) * 4);
-    if (ab.master && r.adam_master[di].empty()) b.zero(ab.master, na * 4);
-    place(mb.master, r.muon_master[di], static_cast<std::size_t>(mb.segment_elements) * 4);
-    place(ab.master, r.adam_master[di], na * 4);
-  }
-  if (opt.layout().num_adam_rows > 0)
-    b.upload(opt.adam_steps(), r.adam_steps.data(), static_cast<std::size_t>(opt.layout().num_adam_rows) * 8);
-  StepStats stats;
-  b.download(&stats, opt.stats(), sizeof stats);
-  stats.steps_taken = r.meta.optimizer_step;
-  b.upload(opt.stats(), &stats, sizeof stats);
-  opt.set_options(r.options);
-  if (r.meta.has_lr_schedules) opt.install_lr_schedules(r.meta.lr_schedules);
+// ------------------------------------------------------------ commit
+// In two parts. place: the staged contents, the step counters and the
+// settings go into storage for the plan: the optimizer's own when the plan
+// is its own (the same addresses, so views stay valid), else new storage,
+// whose allocation may fail and then leaves the optimizer as it was. Then,
+// once every rank has placed, install: the optimizer takes the plan, the
+// storage and the settings, a call that cannot fail.
+struct Placed {
+  RestoreTarget target;
+  RestoredSettings settings;
+};
 
-  auto& info = opt.restored_attributes;
-  info = r.meta.user;
+Placed place(StateAccess& state, Plan plan, const Matched& m, Staged& staged, const std::string& path,
+             const std::string& fallback) {
+  const bool replayed = m.meta.world_size == state.world();
+  // A staged block of its buffer's exact size on a host backend moves its
+  // pages (move_pages_into), anything else is copied.
+  RestoreTarget target = state.prepare(std::move(plan));
+  if (!m.masters)
+    for (const StateBuffer& b : target.buffers)
+      if (b.role == StateRole::master) state.zero(b.data, static_cast<std::size_t>(b.elements) * b.element_size);
+  for (StagedBuffer& s : staged.buffers) {
+    const auto to = std::find_if(target.buffers.begin(), target.buffers.end(), [&](const StateBuffer& b) {
+      return b.role == s.read.role && b.kind == s.read.kind && b.dtype == s.read.dtype;
+    });
+    if (to == target.buffers.end() || s.data.empty()) continue;
+    const std::size_t bytes = static_cast<std::size_t>(to->elements) * to->element_size;
+    if (s.data.size() == bytes && state.move_pages_into(to->data, s.data.data(), bytes))
+      (void)s.data.release();
+    else
+      state.upload(to->data, s.data.data(), s.data.size());
+  }
+  if (target.plan.layout.num_adam_rows > 0)
+    state.upload(target.adam_steps, staged.adam_steps.data(),
+                 static_cast<std::size_t>(target.plan.layout.num_adam_rows) * 8);
+  state.place_step_count(target, m.meta.optimizer_step);
+
+  RestoredSettings settings;
+  settings.options = m.options;
+  settings.has_lr_schedules = m.meta.has_lr_schedules;
+  settings.lr_schedules = m.meta.lr_schedules;
+  auto& info = settings.attributes;
+  info = m.meta.user;
   const std::string p = kReservedPrefix;
   info[p + "file"] = path;
   info[p + "fallback"] = fallback;
+  info[p + "plan"] = replayed ? "replayed" : "replanned";
+  info[p + "saved_world_size"] = std::to_string(m.meta.world_size);
+  info[p + "user_step"] = std::to_string(m.meta.user_step);
+  info[p + "optimizer_step"] = std::to_string(m.meta.optimizer_step);
+  info[p + "library_version"] = m.meta.library_version;
+  info[p + "kernel_choices"] = m.meta.kernel_choices;
+  return Placed{std::move(target), std::move(settings)};
+}
+
+// One candidate file, all five phases; returns the user step.
+int64_t restore_from(StateAccess& state, const std::string& path, const std::string& fallback) {
+  MPI_Comm comm = state.comm();
+  OpenFile file;
+  open_verified(comm, state.rank(), path, file);
+  Matched m = match(comm, state, file);
+  m.masters = reads_masters(state, file, m.file);
+  Plan plan = plan_restore(comm, state, m);
+  Staged staged = stage(state, file, plan, m, plan_reads(plan, m.file, state.rank(), m.masters));
+  Placed placed;
+  agreed(comm, [&] { placed = place(state, std::move(plan), m, staged, path, fallback); });
+  const bool moved = placed.target.moved;
+  state.install(std::move(placed.target), std::move(placed.settings));
+  if (moved) state.tell_storage_moved();
   if (!fallback.empty())
-    b.message(DMUON_MESSAGE_WARNING, "dmuon_checkpoint_restore: restored the older checkpoint " + path +
-                                         " after refusing newer ones: " + fallback);
-  info[p + "plan"] = r.replayed ? "replayed" : "replanned";
-  info[p + "saved_world_size"] = std::to_string(r.meta.world_size);
-  info[p + "user_step"] = std::to_string(r.meta.user_step);
-  info[p + "optimizer_step"] = std::to_string(r.meta.optimizer_step);
-  info[p + "library_version"] = r.meta.library_version;
-  info[p + "kernel_choices"] = r.meta.kernel_choices;
+    state.message(DMUON_MESSAGE_WARNING, "dmuon_checkpoint_restore: restored the older checkpoint " + path +
+                                             " after refusing newer ones: " + fallback);
+  return m.meta.user_step;
 }
 
 }  // namespace
 
-int64_t restore_checkpoint(Optimizer& opt, const std::string& path_arg) {
-  dmuon_context_s& ctx = *opt.context();
-  MPI_Comm comm = ctx.comm;
+int64_t restore_checkpoint(StateAccess& state, const std::string& path_arg) {
+  MPI_Comm comm = state.comm();
   QuietHdf5 quiet;
   const std::string path = bcast_string(comm, path_arg);
   // Rank 0 decides what to try, in order; everyone tries the same files.
   std::vector<std::string> candidates;
   std::string skipped;  // what was passed over, for dmuon.fallback
   int directory = 0;
-  if (ctx.rank == 0) {
+  if (state.rank() == 0) {
     directory = is_directory(path) ? 1 : 0;
     if (!directory) {
       candidates.push_back(path);
@@ -640,9 +561,7 @@ int64_t restore_checkpoint(Optimizer& opt, const std::string& path_arg) {
   int first_status = 0;
   for (const std::string& file : candidates) {
     try {
-      Restored r = read_checkpoint(opt, file);
-      agreed(comm, [&] { commit(opt, r, file, skipped); });
-      return r.meta.user_step;
+      return restore_from(state, file, skipped);
     } catch (const Error& e) {
       // Only damage falls back; a checkpoint of another model, or of a newer
       // format, is an answer the user must see.

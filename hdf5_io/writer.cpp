@@ -9,7 +9,8 @@
 #include <type_traits>
 
 #include "atomic_files.hpp"
-#include "checkpoint.hpp"
+#include "core/fault_points.hpp"
+#include "hdf5_io/checkpoint.hpp"
 #include "collective.hpp"
 #include "core/error.hpp"
 #include "direct_chunks.hpp"
@@ -19,8 +20,6 @@
 #include "transfer.hpp"
 
 namespace dmuon::ckpt {
-
-bool backend_is_host(const Optimizer& opt) { return std::strcmp(opt.backend().name(), "cpu") == 0; }
 
 namespace {
 
@@ -54,13 +53,13 @@ DatasetJob data_job(const std::string& path, Dtype d, Buffer b, std::vector<Piec
 // Device memory: copy this rank's pieces into a compact host buffer and
 // re-point the job at it (the CUDA backend's downloads of 1 MiB or more go
 // through its pinned staging).
-void stage(Backend& backend, DatasetJob& job, std::vector<char>& store) {
+void stage(const StateAccess& state, DatasetJob& job, std::vector<char>& store) {
   int64_t n = 0;
   for (const Piece& p : job.pieces) n += p.count;
   store.resize(static_cast<std::size_t>(n) * job.elem);
   int64_t at = 0;
   for (Piece& p : job.pieces) {
-    backend.download(store.data() + at * static_cast<int64_t>(job.elem), job.host + p.mem * static_cast<int64_t>(job.elem),
+    state.download(store.data() + at * static_cast<int64_t>(job.elem), job.host + p.mem * static_cast<int64_t>(job.elem),
                      static_cast<std::size_t>(p.count) * job.elem);
     p.mem = at;
     at += p.count;
@@ -69,34 +68,17 @@ void stage(Backend& backend, DatasetJob& job, std::vector<char>& store) {
   job.host_elements = n;
 }
 
-SaveJobs build_jobs(const Optimizer& opt, int rank, int world) {
-  const auto& params = opt.registry().all();
+SaveJobs build_jobs(const StateAccess& state, int rank, int world) {
+  const Plan plan{state.params(), state.layout(), world};
+  const auto& params = plan.params;
   const Canonical c = canonical_layout(params);
   SaveJobs s;
-  for (int di = 0; di < kNumDtypes; ++di) {
-    const Dtype d = static_cast<Dtype>(di);
-    const MuonBuffers& mb = opt.muon_buffers(d);
-    const int64_t seg = mb.segment_elements;
-    if (c.muon_total[di] > 0) {
-      s.jobs.push_back(data_job(dataset_path(Kind::muon, d, Buffer::param), d, Buffer::param,
-                                muon_pieces(params, c, d, rank, seg, false), mb.param, seg * world, c.muon_total[di]));
-      s.jobs.push_back(data_job(dataset_path(Kind::muon, d, Buffer::momentum), d, Buffer::momentum,
-                                muon_pieces(params, c, d, rank, seg, true), mb.momentum, seg, c.muon_total[di]));
-      if (opt.has_masters(d))
-        s.jobs.push_back(data_job(dataset_path(Kind::muon, d, Buffer::master), d, Buffer::master,
-                                  muon_pieces(params, c, d, rank, seg, true), mb.master, seg, c.muon_total[di]));
-    }
-    const AdamBuffers& ab = opt.adam_buffers(d);
-    if (c.adam_total[di] > 0) {
-      const auto pieces = adam_pieces(params, c, d, rank, world);
-      const std::pair<Buffer, void*> bufs[] = {
-          {Buffer::param, ab.param}, {Buffer::exp_avg, ab.exp_avg}, {Buffer::exp_avg_sq, ab.exp_avg_sq}};
-      for (const auto& [b, base] : bufs)
-        s.jobs.push_back(data_job(dataset_path(Kind::adam, d, b), d, b, pieces, base, ab.elements, c.adam_total[di]));
-      if (opt.has_masters(d))
-        s.jobs.push_back(data_job(dataset_path(Kind::adam, d, Buffer::master), d, Buffer::master, pieces, ab.master,
-                                  ab.elements, c.adam_total[di]));
-    }
+  // In the order Storage::describe lists the buffers: the file's order.
+  for (const StateBuffer& b : state.buffers()) {
+    const int64_t total = dataset_elements(b, c);
+    if (total > 0)
+      s.jobs.push_back(data_job(dataset_path(b.kind, b.dtype, b.role), b.dtype, b.role, rank_pieces(b, plan, c, rank),
+                                b.data, b.elements, total));
   }
   if (!c.adam_params.empty()) {
     DatasetJob j;
@@ -109,14 +91,14 @@ SaveJobs build_jobs(const Optimizer& opt, int rank, int world) {
     std::vector<Piece> pieces;
     for (int64_t k = 0; rank == 0 && k < j.total; ++k) pieces.push_back({k, params[static_cast<std::size_t>(c.adam_params[static_cast<std::size_t>(k)])].adam_row, 1});
     j.pieces = merge_pieces(std::move(pieces));
-    j.host = reinterpret_cast<char*>(opt.adam_steps());
-    j.host_elements = opt.layout().num_adam_rows;
+    j.host = reinterpret_cast<char*>(state.adam_steps());
+    j.host_elements = plan.layout.num_adam_rows;
     j.element_type = "int64";
     s.jobs.push_back(std::move(j));
   }
-  if (!backend_is_host(opt)) {
+  if (!state.host_memory()) {
     s.staging.resize(s.jobs.size());
-    for (std::size_t i = 0; i < s.jobs.size(); ++i) stage(opt.backend(), s.jobs[i], s.staging[i]);
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) stage(state, s.jobs[i], s.staging[i]);
   }
   // The index is written by rank 0 alone (it is small and the same everywhere).
   s.index_bytes = pack_index(index_rows(params, c));
@@ -137,26 +119,26 @@ SaveJobs build_jobs(const Optimizer& opt, int rank, int world) {
 
 // Rank 0's view of everything stored as attributes (all ranks must write the
 // same attribute values in parallel HDF5).
-Metadata agreed_metadata(const Optimizer& opt, MPI_Comm comm, int64_t user_step) {
+Metadata agreed_metadata(const StateAccess& state, MPI_Comm comm, int64_t user_step) {
   Metadata m;
   m.library_version = std::to_string(DMUON_VERSION_MAJOR) + "." + std::to_string(DMUON_VERSION_MINOR) + "." +
                       std::to_string(DMUON_VERSION_PATCH);
   m.user_step = user_step;
-  m.optimizer_step = opt.step_count();
-  m.world_size = opt.context()->size;
-  m.model_hash = opt.registry().model_hash();
-  m.num_params = static_cast<int64_t>(opt.registry().size());
-  m.options = opt.options();
+  m.optimizer_step = state.optimizer_step();
+  m.world_size = state.world();
+  m.model_hash = state.model_hash();
+  m.num_params = static_cast<int64_t>(state.params().size());
+  m.options = state.options();
   check_mpi(MPI_Bcast(&m.optimizer_step, 1, MPI_INT64_T, 0, comm), "MPI_Bcast (step)");
   check_mpi(MPI_Bcast(&m.options, sizeof m.options, MPI_BYTE, 0, comm), "MPI_Bcast (options)");
   static_assert(std::is_trivially_copyable_v<decltype(m.lr_schedules)>, "broadcast as bytes");
   m.has_lr_schedules = true;
-  m.lr_schedules = opt.lr_schedules();
+  m.lr_schedules = state.lr_schedules();
   check_mpi(MPI_Bcast(&m.lr_schedules, sizeof m.lr_schedules, MPI_BYTE, 0, comm), "MPI_Bcast (schedules)");
   // Kernel choices are made per rank for the shapes it owns: keep every
   // distinct line, sorted, so the text does not depend on the world size.
   std::set<std::string> lines;
-  for (const std::string& text : allgather_strings(comm, opt.backend().kernel_choices())) {
+  for (const std::string& text : allgather_strings(comm, state.kernel_choices())) {
     std::size_t start = 0;
     while (start < text.size()) {
       std::size_t end = text.find('\n', start);
@@ -167,7 +149,7 @@ Metadata agreed_metadata(const Optimizer& opt, MPI_Comm comm, int64_t user_step)
   }
   for (const std::string& l : lines) m.kernel_choices += l + "\n";
   std::vector<std::string> kv;
-  for (const auto& [k, v] : opt.user_attributes) kv.insert(kv.end(), {k, v});
+  for (const auto& [k, v] : state.user_attributes()) kv.insert(kv.end(), {k, v});
   kv = bcast_strings(comm, kv);
   for (std::size_t i = 0; i + 1 < kv.size(); i += 2) m.user[kv[i]] = kv[i + 1];
   return m;
@@ -177,9 +159,9 @@ Metadata agreed_metadata(const Optimizer& opt, MPI_Comm comm, int64_t user_step)
 // data datasets allocated but not written (direct_chunks.hpp); then every
 // rank writes its own elements into those chunks, and the fletcher32 of the
 // chunks numbered rank, rank + world, ...
-void write_file(const Optimizer& opt, MPI_Comm comm, const std::string& tmp, const Metadata& meta, SaveJobs& s,
+void write_file(const StateAccess& state, MPI_Comm comm, const std::string& tmp, const Metadata& meta, SaveJobs& s,
                 const std::vector<uint32_t>& crcs) {
-  const int rank = opt.context()->rank, world = opt.context()->size;
+  const int rank = state.rank(), world = state.world();
   std::vector<ChunkMap> maps(s.jobs.size());
   agreed(comm, [&] {
     if (rank != 0) return;
@@ -241,9 +223,9 @@ void write_file(const Optimizer& opt, MPI_Comm comm, const std::string& tmp, con
 
 }  // namespace
 
-void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_step, int keep_last) {
-  dmuon_context_s& ctx = *opt.context();
-  MPI_Comm comm = ctx.comm;
+void save_checkpoint(StateAccess& state, const std::string& dir_arg, int64_t user_step, int keep_last) {
+  MPI_Comm comm = state.comm();
+  const int rank = state.rank();
   QuietHdf5 quiet;
   // Rank 0's directory names the file every rank opens.
   const std::string dir = bcast_string(comm, dir_arg);
@@ -256,7 +238,7 @@ void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_st
             "dmuon_checkpoint_save: ranks passed different user steps (" + std::to_string(-max[1]) + " .. " +
                 std::to_string(max[0]) + ")");
     require(!dir.empty(), DMUON_ERR_INVALID_VALUE, "dmuon_checkpoint_save: the directory is empty");
-    if (ctx.rank != 0) return;
+    if (rank != 0) return;
     make_directories(dir);
     // A checkpoint once committed is never overwritten.
     require(!path_exists(final_path), DMUON_ERR_INVALID_VALUE,
@@ -265,7 +247,7 @@ void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_st
 
   SaveJobs s;
   std::vector<uint32_t> crcs;
-  agreed(comm, [&] { s = build_jobs(opt, ctx.rank, ctx.size); });
+  agreed(comm, [&] { s = build_jobs(state, rank, state.world()); });
   // Both checksums in one pass over each rank's data: CRC-32C per dataset,
   // fletcher32 per chunk, each summed over the ranks.
   s.first_part.assign(s.jobs.size() + 1, 0);
@@ -273,9 +255,9 @@ void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_st
     s.first_part[i + 1] = s.first_part[i] +
         static_cast<std::size_t>(s.jobs[i].direct ? chunk_count(s.jobs[i].total, chunk_elements_of(s.jobs[i])) : 0);
   s.parts.resize(s.first_part.back());
-  // The datasets are checksummed on two threads, alternately: both checksums
-  // together run at about 4.6 GB/s on one core of the development machine
-  // (CRC-32C 7.2 GB/s, fletcher32 13 GB/s), a fifth of a 1 GB save on one rank.
+  // The datasets are checksummed on two threads, alternately: on one core
+  // the two checksums are a fifth of a save (docs/decisions.md,
+  // "Measurements behind the code").
   std::vector<std::vector<CrcPiece>> pieces(s.jobs.size());
   const auto checksum_every_other = [&s, &pieces](std::size_t first) {
     for (std::size_t i = first; i < s.jobs.size(); i += 2) {
@@ -296,23 +278,23 @@ void save_checkpoint(Optimizer& opt, const std::string& dir_arg, int64_t user_st
   for (std::size_t i = 0; i < s.jobs.size(); ++i)
     crcs.push_back(combine_crc(comm, pieces[i], s.jobs[i].total * static_cast<int64_t>(s.jobs[i].elem)));
   sum_parts(comm, s.parts, nullptr);
-  const Metadata meta = agreed_metadata(opt, comm, user_step);
+  const Metadata meta = agreed_metadata(state, comm, user_step);
 
   try {
-    write_file(opt, comm, tmp, meta, s, crcs);
+    write_file(state, comm, tmp, meta, s, crcs);
     // Every rank flushes what it wrote: on a parallel file system each
     // client holds its own dirty pages.
     agreed(comm, [&] {
-      if (fault_armed("save-enospc-fsync", ctx.rank))
+      if (fault_armed("save-enospc-fsync", rank))
         fail(DMUON_ERR_IO, "fsync of '" + tmp + "' failed: No space left on device (injected by DMUON_FAULT_POINT)");
       fsync_path(tmp);
     });
   } catch (...) {
-    if (ctx.rank == 0) remove_file(tmp);
+    if (rank == 0) remove_file(tmp);
     throw;
   }
   agreed(comm, [&] {
-    if (ctx.rank != 0) return;
+    if (rank != 0) return;
     try {
       rename_path(tmp, final_path);
     } catch (...) {

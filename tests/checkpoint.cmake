@@ -58,7 +58,7 @@ endif()
 
 # GoogleTest programs (every rank runs every test).
 foreach(t IN ITEMS test_checkpoint_integrity:2 test_checkpoint_mismatch:2 test_checkpoint_seal:2 test_direct_chunks:2
-               test_crc32c:1)
+               test_crc32c:1 test_read_plan:1)
   string(REPLACE ":" ";" tn ${t})
   list(GET tn 0 name)
   list(GET tn 1 np)

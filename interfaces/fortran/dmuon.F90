@@ -52,7 +52,7 @@ module dmuon
             dmuon_checkpoint_save, dmuon_checkpoint_restore, dmuon_checkpoint_set_attribute, &
             dmuon_checkpoint_get_attribute, dmuon_install_signal_handler, dmuon_request_checkpoint, &
             dmuon_checkpoint_requested, dmuon_views_epoch, dmuon_broadcast_params, dmuon_check_replicas
-  ! Gradients and accumulation, schedules, metrics (issue 21).
+  ! Gradients and accumulation, schedules, metrics.
   public :: dmuon_zero_grad, dmuon_set_grad_accumulation, dmuon_get_grad_accumulation
   public :: dmuon_lr_schedule, DMUON_LR_CONSTANT, DMUON_LR_LINEAR, DMUON_LR_COSINE, DMUON_LR_STEP, &
             DMUON_LR_POLYNOMIAL, dmuon_set_lr_schedule, dmuon_get_lr_schedule

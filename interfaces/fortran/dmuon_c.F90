@@ -60,7 +60,7 @@ module dmuon_c
             c_dmuon_checkpoint_set_attribute, c_dmuon_checkpoint_get_attribute, &
             c_dmuon_views_epoch, c_dmuon_broadcast_params, c_dmuon_check_replicas, &
             c_dmuon_install_signal_handler, c_dmuon_request_checkpoint, c_dmuon_checkpoint_requested
-  ! Gradients and accumulation, schedules, metrics (issue 21).
+  ! Gradients and accumulation, schedules, metrics.
   public :: c_dmuon_zero_grad, c_dmuon_set_grad_accumulation, c_dmuon_get_grad_accumulation
   public :: c_dmuon_set_lr_schedule, c_dmuon_get_lr_schedule
   public :: c_dmuon_metrics_submit, c_dmuon_metrics_get

@@ -22,10 +22,9 @@ void* map_anonymous(std::size_t bytes);
 // each holding the process's address-space lock only briefly: one
 // MAP_POPULATE of a whole block held it as long as the zeroing took, and
 // every other thread's mmap or brk (HDF5's allocations while a restore opens
-// its datasets) waited 0.1-0.28 s for it. False when memory ran out.
-// Transparent huge pages (MADV_HUGEPAGE) zeroed a gigabyte in 0.06 s at best,
-// but took 1.3-3.4 s at times on the VMs measured, with no compaction stall
-// counted: not worth the risk.
+// its datasets) waited for it. False when memory ran out. Transparent huge
+// pages are not asked for: sometimes much faster, sometimes far slower
+// (docs/decisions.md, "Checkpoints", "Measurements behind the code").
 bool populate(void* p, std::size_t bytes) noexcept;
 
 // Both: populated zeroed memory. Throws std::bad_alloc.
@@ -42,9 +41,9 @@ class Unmapper;
 bool move_mapping(void* to, void* from, std::size_t bytes, Unmapper& unmapper) noexcept;
 
 // Returns blocks from map_anonymous to the kernel on a thread of its own, so
-// that their owner goes on at once: a restore replaces about a gigabyte of
-// buffers, and unmapping them took 0.03-0.06 s of a 0.7 s restore on the GPU
-// machine's host. The destructor waits until every block is unmapped.
+// that their owner goes on at once: a restore replaces whole buffers, and
+// unmapping them is a visible part of its time. The destructor waits until
+// every block is unmapped.
 class Unmapper {
  public:
   Unmapper() = default;

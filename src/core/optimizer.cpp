@@ -16,10 +16,7 @@ Optimizer::Optimizer(dmuon_context_s* ctx, const dmuon_options_t& options) : ctx
   validate_options(options_);
 }
 
-Optimizer::~Optimizer() {
-  release_storage();
-  release_metrics();
-}
+Optimizer::~Optimizer() { release_metrics(); }
 
 int Optimizer::add_param(const char* name, int kind, int dtype, int ndim, const int64_t* shape, double lr_mul,
                          double wd_mul) {
@@ -41,135 +38,51 @@ void Optimizer::finalize() {
   // Emptiness is checked collectively too, as part of the list comparison.
   registry_.check_identical_across(ctx_->comm);
   require(registry_.size() > 0, DMUON_ERR_NO_PARAMETERS, "dmuon_optimizer_finalize: no parameter was registered");
-  std::vector<ParamRecord> planned = registry_.all();
-  Layout layout = plan_layout(planned, ctx_->size);
-  registry_.all() = std::move(planned);
-  layout_ = layout;
-  allocate_storage();
-  build_muon_batches();
+  Plan plan = make_plan(registry_.all(), ctx_->size);
+  PreparedState prepared = prepare(plan, true);
+  adopt(std::move(plan), std::move(prepared));
   finalized_ = true;
   store_accumulation_in_stats();
 }
 
-void Optimizer::replan(const std::vector<int>& owners) {
-  std::vector<ParamRecord> planned = registry_.all();
-  Layout layout = plan_layout(planned, ctx_->size, owners);
-  // The new storage is allocated while the old one still exists, so that a
-  // failed allocation (a restore onto another plan, short of memory) leaves
-  // the optimizer with its plan and its state. The members are set aside,
-  // the new storage allocated into them, and the old one freed last.
-  AdamBuffers old_adam[kNumDtypes];
-  MuonBuffers old_muon[kNumDtypes];
-  for (int d = 0; d < kNumDtypes; ++d) {
-    old_adam[d] = std::exchange(adam_[d], AdamBuffers{});
-    old_muon[d] = std::exchange(muon_[d], MuonBuffers{});
-  }
-  int64_t* old_steps = std::exchange(adam_steps_, nullptr);
-  StepStats* old_stats = std::exchange(stats_, nullptr);
-  std::vector<ParamRecord> old_params = std::exchange(registry_.all(), std::move(planned));
-  const Layout old_layout = std::exchange(layout_, layout);
-  const auto swap_old = [&] {
-    for (int d = 0; d < kNumDtypes; ++d) {
-      std::swap(adam_[d], old_adam[d]);
-      std::swap(muon_[d], old_muon[d]);
-    }
-    std::swap(adam_steps_, old_steps);
-    std::swap(stats_, old_stats);
-  };
-  try {
-    allocate_storage();  // releases what it got before it throws
-    // The step statistics are not part of the plan: they carry over.
+PreparedState Optimizer::prepare(const Plan& plan, bool fresh) const {
+  PreparedState ready;
+  ready.muon_batches = muon_batches_for(plan, ctx_->rank);
+  ready.adam_rows.resize(static_cast<std::size_t>(plan.layout.num_adam_rows));
+  if (!fresh) return ready;
+  ready.fresh = true;
+  ready.storage = Storage(backend(), plan.layout, options_.master_weights != 0);
+  if (storage_.stats) {  // the step statistics are not part of the plan: they carry over
     StepStats stats;
-    backend().download(&stats, old_stats, sizeof stats);
-    backend().upload(stats_, &stats, sizeof stats);
-  } catch (...) {
-    release_storage();
-    swap_old();
-    registry_.all() = std::move(old_params);
-    layout_ = old_layout;
-    throw;
+    backend().download(&stats, storage_.stats, sizeof stats);
+    backend().upload(ready.storage.stats, &stats, sizeof stats);
   }
-  swap_old();
-  release_storage();  // the old storage
-  swap_old();
-  build_muon_batches();
-  ++views_epoch_;
+  return ready;
+}
+
+void Optimizer::adopt(Plan&& plan, PreparedState&& prepared) noexcept {
+  registry_.all().swap(plan.params);
+  layout_ = plan.layout;
+  muon_batches_.swap(prepared.muon_batches);
+  adam_rows_.swap(prepared.adam_rows);
+  if (prepared.fresh) {
+    step_state_.reset();  // first: its graphs and workspaces refer to the old storage
+    storage_.swap(prepared.storage);  // the old storage is freed with `prepared`
+    if (finalized_) ++views_epoch_;
+  }
+}
+
+void Optimizer::replan(const std::vector<int>& owners) {
+  Plan plan = make_plan(registry_.all(), ctx_->size, owners);
+  // Always new storage, even for the same owners: the caller asked for it.
+  PreparedState prepared = prepare(plan, true);
+  adopt(std::move(plan), std::move(prepared));
+  tell_storage_moved();
+}
+
+void Optimizer::tell_storage_moved() const {
   backend().message(DMUON_MESSAGE_INFO, "the Muon ownership plan changed: the flat storage was allocated again, "
                                         "so views taken before this call are invalid (dmuon_views_epoch grew)");
-}
-
-void Optimizer::allocate_storage() {
-  Backend& b = backend();
-  try {
-    for (int d = 0; d < kNumDtypes; ++d) {
-      const std::size_t es = dtype_size(static_cast<Dtype>(d));
-      const int64_t na = layout_.adam_elements[d];
-      adam_[d].elements = na;
-      adam_[d].param = b.allocate(static_cast<std::size_t>(na) * es);
-      adam_[d].grad = b.allocate(static_cast<std::size_t>(na) * es);
-      adam_[d].exp_avg = static_cast<float*>(b.allocate(static_cast<std::size_t>(na) * 4));
-      adam_[d].exp_avg_sq = static_cast<float*>(b.allocate(static_cast<std::size_t>(na) * 4));
-      const int64_t seg = layout_.muon[d].segment_elements;
-      const int64_t nm = layout_.muon[d].total_elements();
-      muon_[d].segment_elements = seg;
-      muon_[d].param = b.allocate(static_cast<std::size_t>(nm) * es);
-      muon_[d].grad = b.allocate(static_cast<std::size_t>(nm) * es);
-      muon_[d].momentum = static_cast<float*>(b.allocate(static_cast<std::size_t>(seg) * 4));
-      // Zero-filled masters: the first step reads them from the parameters.
-      if (has_masters(static_cast<Dtype>(d))) {
-        adam_[d].master = static_cast<float*>(b.allocate(static_cast<std::size_t>(na) * 4));
-        muon_[d].master = static_cast<float*>(b.allocate(static_cast<std::size_t>(seg) * 4));
-      }
-    }
-    adam_steps_ = static_cast<int64_t*>(b.allocate(sizeof(int64_t) * static_cast<std::size_t>(std::max(1, layout_.num_adam_rows))));
-    stats_ = static_cast<StepStats*>(b.allocate(sizeof(StepStats)));
-  } catch (...) {
-    release_storage();
-    throw;
-  }
-}
-
-void Optimizer::release_storage() noexcept {
-  if (!ctx_ || !ctx_->backend) return;
-  Backend& b = *ctx_->backend;
-  step_state_.reset();  // first: its graphs and workspaces refer to the buffers below
-  for (int d = 0; d < kNumDtypes; ++d) {
-    b.release(adam_[d].param);
-    b.release(adam_[d].grad);
-    b.release(adam_[d].exp_avg);
-    b.release(adam_[d].exp_avg_sq);
-    b.release(muon_[d].param);
-    b.release(muon_[d].grad);
-    b.release(muon_[d].momentum);
-    b.release(adam_[d].master);
-    b.release(muon_[d].master);
-    adam_[d] = AdamBuffers{};
-    muon_[d] = MuonBuffers{};
-  }
-  b.release(adam_steps_);
-  b.release(stats_);
-  adam_steps_ = nullptr;
-  stats_ = nullptr;
-}
-
-void Optimizer::build_muon_batches() {
-  // Owned matrices grouped by (dtype, rows, cols), in registration order
-  // inside each group, so Newton-Schulz runs batched over a group.
-  std::map<std::tuple<int, int64_t, int64_t>, std::size_t> index;
-  muon_batches_.clear();
-  for (std::size_t i = 0; i < registry_.size(); ++i) {
-    const ParamRecord& p = registry_[i];
-    if (p.kind != Kind::muon || p.owner != ctx_->rank) continue;
-    const auto key = std::make_tuple(static_cast<int>(p.dtype), p.rows(), p.cols());
-    auto it = index.find(key);
-    if (it == index.end()) {
-      it = index.emplace(key, muon_batches_.size()).first;
-      muon_batches_.push_back(MuonShapeBatch{p.dtype, p.rows(), p.cols(), {}});
-    }
-    const int64_t seg_start = static_cast<int64_t>(ctx_->rank) * layout_.muon[static_cast<int>(p.dtype)].segment_elements;
-    muon_batches_[it->second].matrices.push_back(MuonMatrix{p.offset, p.offset - seg_start, static_cast<int>(i), 0.f, 1.f, 1});
-  }
-  adam_rows_.assign(static_cast<std::size_t>(layout_.num_adam_rows), AdamScalarRow{});
 }
 
 void Optimizer::refresh_step_scalars() {
@@ -261,8 +174,8 @@ void Optimizer::step() {
   phase.emplace("dmuon: reduce gradients");
   for (int d = 0; d < kNumDtypes; ++d) {
     const Dtype dt = static_cast<Dtype>(d);
-    if (adam_[d].elements) b.allreduce_average(adam_[d].grad, adam_[d].elements, dt);
-    if (muon_[d].segment_elements) b.reduce_scatter_average(muon_[d].grad, muon_[d].segment_elements, dt);
+    if (storage_.adam[d].elements) b.allreduce_average(storage_.adam[d].grad, storage_.adam[d].elements, dt);
+    if (storage_.muon[d].segment_elements) b.reduce_scatter_average(storage_.muon[d].grad, storage_.muon[d].segment_elements, dt);
   }
 
   // 3. Global norm over the owned Muon shards and the Adam gradients (counted
@@ -271,16 +184,16 @@ void Optimizer::step() {
   phase.emplace("dmuon: norm, clip, metrics");
   const bool norm = options_.max_grad_norm > 0 || options_.skip_nonfinite;
   if (norm) {
-    b.zero(&stats_->sumsq, sizeof(double));
+    b.zero(&storage_.stats->sumsq, sizeof(double));
     for (int d = 0; d < kNumDtypes; ++d) {
       const Dtype dt = static_cast<Dtype>(d);
-      const int64_t seg = muon_[d].segment_elements;
-      if (seg) b.accumulate_sumsq(muon_[d].grad, dt, ctx_->rank * seg, seg, stats_);
-      if (ctx_->rank == 0 && adam_[d].elements) b.accumulate_sumsq(adam_[d].grad, dt, 0, adam_[d].elements, stats_);
+      const int64_t seg = storage_.muon[d].segment_elements;
+      if (seg) b.accumulate_sumsq(storage_.muon[d].grad, dt, ctx_->rank * seg, seg, storage_.stats);
+      if (ctx_->rank == 0 && storage_.adam[d].elements) b.accumulate_sumsq(storage_.adam[d].grad, dt, 0, storage_.adam[d].elements, storage_.stats);
     }
-    if (world > 1) b.allreduce_sum_f64(&stats_->sumsq, 1);
+    if (world > 1) b.allreduce_sum_f64(&storage_.stats->sumsq, 1);
   }
-  b.finish_stats(stats_, options_.max_grad_norm, options_.skip_nonfinite, norm ? 1 : 0);
+  b.finish_stats(storage_.stats, options_.max_grad_norm, options_.skip_nonfinite, norm ? 1 : 0);
   reduce_metrics();
 
   // 4-5. Updates; both read the clip coefficient and the skip guard from
@@ -291,16 +204,16 @@ void Optimizer::step() {
                         options_.muon_ns_symmetric};
   phase.reset();
   phase.emplace("dmuon: muon update");
-  if (!muon_batches_.empty()) b.muon_update(muon_, muon_batches_, hyper, stats_);
+  if (!muon_batches_.empty()) b.muon_update(storage_.muon, muon_batches_, hyper, storage_.stats);
   phase.reset();
   phase.emplace("dmuon: adam update");
-  if (!adam_rows_.empty()) b.adam_update(adam_, adam_rows_.data(), static_cast<int>(adam_rows_.size()), adam_steps_, stats_);
+  if (!adam_rows_.empty()) b.adam_update(storage_.adam, adam_rows_.data(), static_cast<int>(adam_rows_.size()), storage_.adam_steps, storage_.stats);
 
   // 6. Publish the updated Muon matrices.
   phase.reset();
   phase.emplace("dmuon: all-gather");
   for (int d = 0; d < kNumDtypes; ++d)
-    if (muon_[d].segment_elements) b.allgather(muon_[d].param, muon_[d].segment_elements, static_cast<Dtype>(d));
+    if (storage_.muon[d].segment_elements) b.allgather(storage_.muon[d].param, storage_.muon[d].segment_elements, static_cast<Dtype>(d));
   // The next accumulation cycle adds into zeroed gradients (stream-ordered).
   if (accumulation_ > 1) zero_grad_buffers();
 
@@ -316,8 +229,8 @@ void Optimizer::param_view(int id, void** data, void** grad) {
   const ParamRecord& p = param(id);
   const int d = static_cast<int>(p.dtype);
   const std::size_t off = static_cast<std::size_t>(p.offset) * dtype_size(p.dtype);
-  char* base_p = static_cast<char*>(p.kind == Kind::muon ? muon_[d].param : adam_[d].param);
-  char* base_g = static_cast<char*>(p.kind == Kind::muon ? muon_[d].grad : adam_[d].grad);
+  char* base_p = static_cast<char*>(p.kind == Kind::muon ? storage_.muon[d].param : storage_.adam[d].param);
+  char* base_g = static_cast<char*>(p.kind == Kind::muon ? storage_.muon[d].grad : storage_.adam[d].grad);
   if (data) *data = base_p + off;
   if (grad) *grad = base_g + off;
 }
@@ -337,9 +250,9 @@ int64_t Optimizer::state_bytes() const {
   require(finalized_, DMUON_ERR_NOT_FINALIZED, "dmuon_state_bytes: call dmuon_optimizer_finalize first");
   int64_t bytes = 0;
   for (int d = 0; d < kNumDtypes; ++d) {
-    bytes += 4 * (muon_[d].segment_elements + 2 * adam_[d].elements);
-    if (muon_[d].master) bytes += 4 * muon_[d].segment_elements;
-    if (adam_[d].master) bytes += 4 * adam_[d].elements;
+    bytes += 4 * (storage_.muon[d].segment_elements + 2 * storage_.adam[d].elements);
+    if (storage_.muon[d].master) bytes += 4 * storage_.muon[d].segment_elements;
+    if (storage_.adam[d].master) bytes += 4 * storage_.adam[d].elements;
   }
   return bytes;
 }
@@ -347,14 +260,14 @@ int64_t Optimizer::state_bytes() const {
 int64_t Optimizer::step_count() const {
   if (!finalized_) return 0;
   StepStats s;
-  backend().download(&s, stats_, sizeof s);
+  backend().download(&s, storage_.stats, sizeof s);
   return s.steps_taken;
 }
 
 dmuon_clip_stats_t Optimizer::clip_stats() const {
   require(finalized_, DMUON_ERR_NOT_FINALIZED, "dmuon_get_clip_stats: call dmuon_optimizer_finalize first");
   StepStats s;
-  backend().download(&s, stats_, sizeof s);
+  backend().download(&s, storage_.stats, sizeof s);
   // clip_coef holds the factor applied, 1/micro-batches included: report the clip alone.
   return dmuon_clip_stats_t{s.total_norm, s.clip_coef / accumulation_scale(s), s.clipped, s.found_inf, s.skip};
 }
@@ -369,8 +282,10 @@ void Optimizer::set_options(const dmuon_options_t& o) {
 
 void Optimizer::reset_master_weights() {
   for (int d = 0; d < kNumDtypes; ++d) {
-    if (adam_[d].master) backend().zero(adam_[d].master, static_cast<std::size_t>(adam_[d].elements) * 4);
-    if (muon_[d].master) backend().zero(muon_[d].master, static_cast<std::size_t>(muon_[d].segment_elements) * 4);
+    const AdamBuffers& a = storage_.adam[d];
+    const MuonBuffers& m = storage_.muon[d];
+    if (a.master) backend().zero(a.master, static_cast<std::size_t>(a.elements) * 4);
+    if (m.master) backend().zero(m.master, static_cast<std::size_t>(m.segment_elements) * 4);
   }
 }
 

@@ -13,6 +13,8 @@
 #include "core/options.hpp"
 #include "core/plan.hpp"
 #include "core/registry.hpp"
+#include "core/state.hpp"
+#include "core/storage.hpp"
 
 namespace dmuon {
 
@@ -47,15 +49,16 @@ class Optimizer {
   const Layout& layout() const { return layout_; }
 
   // Flat storage, for the checkpoint code (hdf5_io) and the tests.
-  const AdamBuffers& adam_buffers(Dtype d) const { return adam_[static_cast<int>(d)]; }
-  const MuonBuffers& muon_buffers(Dtype d) const { return muon_[static_cast<int>(d)]; }
-  int64_t* adam_steps() const { return adam_steps_; }  // backend memory, one per Adam row
-  StepStats* stats() const { return stats_; }          // backend memory
+  const AdamBuffers& adam_buffers(Dtype d) const { return storage_.adam[static_cast<int>(d)]; }
+  const MuonBuffers& muon_buffers(Dtype d) const { return storage_.muon[static_cast<int>(d)]; }
+  int64_t* adam_steps() const { return storage_.adam_steps; }  // backend memory, one per Adam row
+  StepStats* stats() const { return storage_.stats; }          // backend memory
   // The backend's per-optimizer state (null before the first step, and on
   // backends that keep none); the GPU tests read its diagnostics.
   StepState* step_state() const { return step_state_.get(); }
-  // Re-plan with a given owner list (checkpoint restore on the same world
-  // size): new storage, so every view moves and views_epoch() grows.
+  // Re-plan with a given owner list: always new storage (allocated before the
+  // old is freed: short of memory, nothing changes), so every view moves and
+  // views_epoch() grows. A restore goes through StateAccess instead.
   void replan(const std::vector<int>& owners);
   // Master weights (option master_weights): zeroes them, so that the next
   // step reads every master from its bf16 parameter (master_or_param in
@@ -67,6 +70,8 @@ class Optimizer {
   // How many times the flat storage moved since finalize (dmuon_views_epoch):
   // views taken at one epoch stay valid while it lasts.
   int64_t views_epoch() const { return views_epoch_; }
+  // The INFO message of a plan change (replan, a restore onto another plan).
+  void tell_storage_moved() const;
 
   // Gradient accumulation (optimizer_training.cpp).
   void zero_grad();
@@ -76,7 +81,7 @@ class Optimizer {
 
   // Learning-rate schedules, one slot per group, indexed by dmuon_kind_t
   // (optimizer_training.cpp). A restore installs the saved ones.
-  using LrSchedules = std::array<std::optional<LrSchedule>, 2>;
+  using LrSchedules = dmuon::LrSchedules;
   void set_lr_schedule(int kind, const dmuon_lr_schedule_t* schedule);
   void clear_lr_schedule(int kind) { lr_schedules_.at(static_cast<std::size_t>(kind)).reset(); }
   const LrSchedules& lr_schedules() const { return lr_schedules_; }
@@ -90,9 +95,15 @@ class Optimizer {
   std::map<std::string, std::string> restored_attributes;  // read by the last restore
 
  private:
-  void allocate_storage();
-  void release_storage() noexcept;
-  void build_muon_batches();
+  // The checkpoint code's boundary (core/state.hpp) reaches the state
+  // through these two and the accessors above.
+  friend class StateAccess;
+  // What adopting `plan` needs, made beside the current state: with `fresh`,
+  // new storage carrying the step statistics over (else the current storage
+  // stays, for the same plan). Throws; nothing changes.
+  PreparedState prepare(const Plan& plan, bool fresh) const;
+  // Takes the plan and the prepared storage; the old storage is freed.
+  void adopt(Plan&& plan, PreparedState&& prepared) noexcept;
   void refresh_step_scalars();
   void zero_grad_buffers();
   // The StepStats field that folds 1/micro-batches into the updates.
@@ -111,11 +122,10 @@ class Optimizer {
   bool finalized_ = false;
   int64_t views_epoch_ = 0;
 
-  AdamBuffers adam_[kNumDtypes];
-  MuonBuffers muon_[kNumDtypes];
-  int64_t* adam_steps_ = nullptr;
-  StepStats* stats_ = nullptr;
-  StepStatePtr step_state_;  // made at the first step, dropped with the storage
+  Storage storage_;
+  // Made at the first step, dropped when the storage changes (its graphs hold
+  // the storage's addresses); declared after storage_, so destroyed before it.
+  StepStatePtr step_state_;
 
   std::vector<AdamScalarRow> adam_rows_;      // host copy, rewritten each step
   std::vector<MuonShapeBatch> muon_batches_;  // this rank's owned matrices, grouped by shape

@@ -13,9 +13,9 @@ void Optimizer::zero_grad_buffers() {
   Backend& b = backend();
   for (int d = 0; d < kNumDtypes; ++d) {
     const std::size_t es = dtype_size(static_cast<Dtype>(d));
-    if (adam_[d].elements) b.zero(adam_[d].grad, static_cast<std::size_t>(adam_[d].elements) * es);
+    if (storage_.adam[d].elements) b.zero(storage_.adam[d].grad, static_cast<std::size_t>(storage_.adam[d].elements) * es);
     const int64_t nm = layout_.muon[d].total_elements();
-    if (nm) b.zero(muon_[d].grad, static_cast<std::size_t>(nm) * es);
+    if (nm) b.zero(storage_.muon[d].grad, static_cast<std::size_t>(nm) * es);
   }
 }
 
@@ -47,10 +47,10 @@ void Optimizer::set_grad_accumulation(int micro_batches) {
 void Optimizer::store_accumulation_in_stats() {
   if (!finalized_) return;  // finalize writes it
   StepStats s;
-  backend().download(&s, stats_, sizeof s);
+  backend().download(&s, storage_.stats, sizeof s);
   if (s.grad_accumulation == accumulation_ || (s.grad_accumulation <= 1 && accumulation_ == 1)) return;
   s.grad_accumulation = accumulation_;
-  backend().upload(stats_, &s, sizeof s);
+  backend().upload(storage_.stats, &s, sizeof s);
 }
 
 namespace {

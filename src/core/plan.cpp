@@ -69,9 +69,25 @@ Layout plan_layout(std::vector<ParamRecord>& params, int world, const std::vecto
     layout.muon[static_cast<std::size_t>(d)].world = world;
   }
   for (auto& p : params)
-    if (p.kind == Kind::muon)
-      p.offset += static_cast<int64_t>(p.owner) * layout.muon[static_cast<std::size_t>(p.dtype)].segment_elements;
+    if (p.kind == Kind::muon) p.offset += layout.segment_start(p.dtype, p.owner);
   return layout;
+}
+
+std::vector<int> muon_owners(const std::vector<ParamRecord>& placed) {
+  std::vector<int> out;
+  for (const ParamRecord& p : placed)
+    if (p.kind == Kind::muon) out.push_back(p.owner);
+  return out;
+}
+
+std::vector<int> Plan::owners() const { return muon_owners(params); }
+
+Plan make_plan(const std::vector<ParamRecord>& registered, int world, const std::vector<int>& owners) {
+  Plan plan;
+  plan.params = registered;
+  plan.layout = plan_layout(plan.params, world, owners);
+  plan.world = world;
+  return plan;
 }
 
 }  // namespace dmuon

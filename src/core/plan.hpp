@@ -49,6 +49,14 @@ struct Layout {
   std::array<MuonSegmentLayout, kNumDtypes> muon;  // per dtype
   std::array<int64_t, kNumDtypes> adam_elements{};  // per dtype
   int num_adam_rows = 0;
+
+  // The owner-major arithmetic, written once: where `rank`'s segment starts
+  // in a flat Muon buffer of dtype d, and a Muon matrix's offset inside its
+  // owner's segment (the index into the owner's momentum).
+  int64_t segment_start(Dtype d, int rank) const {
+    return static_cast<int64_t>(rank) * muon[static_cast<std::size_t>(d)].segment_elements;
+  }
+  int64_t local_offset(const ParamRecord& p) const { return p.offset - segment_start(p.dtype, p.owner); }
 };
 
 // Fill owner / offset / adam_row of every parameter and return the buffer
@@ -57,5 +65,19 @@ struct Layout {
 // With `owners` non-empty (one per Muon matrix, in registration order) that
 // assignment is used instead of planning (a restored plan).
 Layout plan_layout(std::vector<ParamRecord>& params, int world, const std::vector<int>& owners = {});
+
+// Where every parameter lives for one world size. Built once by make_plan and
+// not changed afterwards: a new plan is a new value.
+struct Plan {
+  std::vector<ParamRecord> params;  // registration order, owner/offset/adam_row set
+  Layout layout;
+  int world = 1;
+  // Owner of each Muon matrix, in registration order.
+  std::vector<int> owners() const;
+};
+std::vector<int> muon_owners(const std::vector<ParamRecord>& placed);
+// The plan of `registered` on `world` ranks: `owners` (one per Muon matrix)
+// when given, else balanced by Newton-Schulz cost (plan.hpp). Throws.
+Plan make_plan(const std::vector<ParamRecord>& registered, int world, const std::vector<int>& owners = {});
 
 }  // namespace dmuon

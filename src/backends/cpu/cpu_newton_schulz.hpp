@@ -14,9 +14,8 @@ namespace dmuon {
 // another kernel; docs/decisions.md has the timing).
 enum class SymmetricProduct { sgemm, ssyrk };
 
-// What the CPU Muon step uses: SYRK, which took 0.55-0.90 of sgemm's time for
-// the same product at every benchmarked shape on OpenBLAS (docs/decisions.md,
-// "CPU Muon"). Fixed rather than timed at run time, so that a run and its
+// What the CPU Muon step uses: SYRK, faster than sgemm for the same product
+// at every benchmarked shape on OpenBLAS (docs/decisions.md, "CPU Muon"). Fixed rather than timed at run time, so that a run and its
 // restart compute bit-identical updates.
 constexpr SymmetricProduct kCpuSymmetricProduct = SymmetricProduct::ssyrk;
 

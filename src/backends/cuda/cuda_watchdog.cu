@@ -26,9 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "atomic_files.hpp"  // DMUON_FAULT_POINT (hdf5_io)
 #include "backends/cuda/cuda_state.hpp"
 #include "backends/cuda/cuda_watchdog.hpp"
+#include "core/fault_points.hpp"
 
 namespace dmuon {
 
@@ -212,7 +212,7 @@ void CudaBackend::close() {
 }
 
 void CudaBackend::inject_stall(void* stream) {
-  if (!ckpt::fault_armed("cuda-stall", rank_)) return;
+  if (!fault_armed("cuda-stall", rank_)) return;
   if (!stall_flag_)
     cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&stall_flag_), sizeof(int), cudaHostAllocMapped),
                "cudaHostAlloc (stall flag)");

@@ -1,9 +1,8 @@
-// The CUDA backend's side of collective_timeout_ms (issue 5): a non-blocking
+// The CUDA backend's side of collective_timeout_ms: a non-blocking
 // NCCL communicator, host waits bounded by the deadline, and ncclCommAbort.
 // The member functions are in cuda_watchdog.cu; see there for the rules.
 //
-// Test-only fault point (the checkpoint code's DMUON_FAULT_POINT mechanism,
-// hdf5_io/atomic_files.hpp): with DMUON_FAULT_POINT=cuda-stall[@<rank>] in
+// Test-only fault point (DMUON_FAULT_POINT, core/fault_points.hpp): with DMUON_FAULT_POINT=cuda-stall[@<rank>] in
 // the environment when a step begins, that rank's step stream first runs a
 // kernel that spins until the backend aborts (or 60 s pass), standing in for
 // a peer that never arrives. Never set it in production.

@@ -2,10 +2,10 @@
 #include <cstddef>
 #include <cstring>
 
-#include "checkpoint.hpp"
 #include "core/api_guard.hpp"
 #include "core/replicas.hpp"
-#include "format.hpp"
+#include "core/state.hpp"
+#include "hdf5_io/checkpoint.hpp"
 
 using namespace dmuon;
 
@@ -23,7 +23,8 @@ int dmuon_checkpoint_save(dmuon_optimizer_t opt, const char* dir, int64_t user_s
     // A checkpoint stores each replicated parameter once, in shares written
     // by different ranks: copies that differ would be stitched together.
     check_replicas(o, "dmuon_checkpoint_save");
-    ckpt::save_checkpoint(o, dir, user_step, keep_last);
+    StateAccess state(o);
+    ckpt::save_checkpoint(state, dir, user_step, keep_last);
   });
 }
 
@@ -32,7 +33,8 @@ int dmuon_checkpoint_restore(dmuon_optimizer_t opt, const char* path, int64_t* u
     require_out(path, "dmuon_checkpoint_restore", "path");
     require(o.finalized(), DMUON_ERR_NOT_FINALIZED, "dmuon_checkpoint_restore: call dmuon_optimizer_finalize first");
     o.backend().check_not_failed("dmuon_checkpoint_restore");  // collective, as for save
-    const int64_t step = ckpt::restore_checkpoint(o, path);
+    StateAccess state(o);
+    const int64_t step = ckpt::restore_checkpoint(state, path);
     if (user_step) *user_step = step;
   });
 }
