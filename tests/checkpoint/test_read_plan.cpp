@@ -244,6 +244,48 @@ TEST(ReadPlan, AdamInOtherOrderPlacesFromCanonical) {
   }
 }
 
+bool same_pieces(const std::vector<Piece>& a, const std::vector<Piece>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const Piece& x, const Piece& y) { return x.file == y.file && x.mem == y.mem && x.count == y.count; });
+}
+
+// Master weights (bf16 parameters only) are read like the momentum (Muon:
+// this rank's segment) and like the moments (Adam: a share, completed from
+// the others), in fp32; without `masters` no master dataset is read.
+TEST(ReadPlan, MastersFollowMomentumAndMoments) {
+  const auto params = model();
+  const Canonical file = file_of(params, registration_order(params.size()));
+  for (const int world : {1, 3}) {
+    const Plan plan = make_plan(params, world);
+    for (int q = 0; q < world; ++q) {
+      SCOPED_TRACE("rank " + std::to_string(q) + " of " + std::to_string(world));
+      for (const DatasetRead& r : plan_reads(plan, file, q)) EXPECT_NE(r.role, StateRole::master);
+      const auto reads = plan_reads(plan, file, q, true);
+      const auto find = [&](StateRole role, Kind kind) {
+        const auto it = std::find_if(reads.begin(), reads.end(), [&](const DatasetRead& r) {
+          return r.role == role && r.kind == kind && r.dtype == Dtype::bf16;
+        });
+        EXPECT_NE(it, reads.end());
+        return it;
+      };
+      for (const DatasetRead& r : reads)
+        if (r.role == StateRole::master) EXPECT_EQ(r.dtype, Dtype::bf16) << "no masters of fp32 parameters";
+      const auto mm = find(StateRole::master, Kind::muon), mom = find(StateRole::momentum, Kind::muon);
+      const auto am = find(StateRole::master, Kind::adam), m1 = find(StateRole::exp_avg, Kind::adam);
+      if (mm == reads.end() || mom == reads.end() || am == reads.end() || m1 == reads.end()) continue;
+      EXPECT_EQ(mm->element_size, 4u);
+      EXPECT_TRUE(same_pieces(mm->own, mom->own));
+      EXPECT_EQ(mm->staging, mom->staging);
+      EXPECT_EQ(mm->completion, Completion::none);
+      EXPECT_EQ(am->element_size, 4u);
+      EXPECT_TRUE(same_pieces(am->own, m1->own));
+      EXPECT_TRUE(same_pieces(am->others, m1->others));
+      EXPECT_EQ(am->completion, m1->completion);
+    }
+    check_all(plan, file);
+  }
+}
+
 // A model without Adam parameters (or without Muon ones) reads no dataset of
 // that kind; more ranks than Adam elements leaves some shares empty; the
 // momentum, a rank's own, is read last.

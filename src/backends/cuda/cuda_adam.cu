@@ -172,9 +172,9 @@ const T* typed(const void* p, int64_t offset) {
 }
 
 // Elements per block and vectors in flight per thread, per parameter dtype.
-// The defaults were measured on the H200 (docs/benchmarks.md, "CUDA": one
-// vector per thread beat two or four, most for bf16, whose eight-element
-// vectors already keep enough loads in flight);
+// The defaults are the fastest on the H200 (docs/benchmarks.md, "CUDA"): with
+// eight-element bf16 vectors one vector per thread already keeps enough
+// loads in flight;
 // DMUON_ADAM_TILING_FP32 / DMUON_ADAM_TILING_BF16 = "<unroll>:<chunk>"
 // (unroll 1, 2 or 4; chunk a multiple of 2048 elements) override them, for
 // measuring other devices. Read once per process.

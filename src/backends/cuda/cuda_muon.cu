@@ -29,9 +29,9 @@ struct MuonHeader {
 // The element passes of a step (momentum, normalisation, update) are memory
 // bound: each thread moves kVec elements per access (16 bytes of bf16), and a
 // shape's grid holds about kPassBlocks blocks over its whole batch (see
-// make_work), enough loads in flight to keep HBM busy. Scalar code would leave
-// a single matrix's pass latency bound at a tenth of the bandwidth (measured:
-// 0.15 ms of a 0.53 ms 2048x2048 step). A matrix whose offsets or size are not
+// make_work), enough loads in flight to keep HBM busy; scalar code left a
+// single matrix's pass latency bound (docs/decisions.md, "CUDA backend"). A
+// matrix whose offsets or size are not
 // multiples of kVec takes the scalar loop; the per-element arithmetic is the
 // same on both paths.
 constexpr int kVec = 8;
