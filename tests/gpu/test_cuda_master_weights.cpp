@@ -4,7 +4,10 @@
 // 1e-4 of the parameter move a bf16 parameter within one bf16 ulp of an fp32
 // one, and vanish without the option; a value written into a device view is
 // read by the next step; the masters go through a checkpoint (the backend's
-// staging) on N ranks and back on M and the run goes on bit for bit.
+// staging) on N ranks and back on M and the run goes on bit for bit. The
+// kernels' checks run per rank on MPI_COMM_SELF (the reduction across ranks is
+// the CPU test's): several ranks on one GPU talk over NCCL's socket transport,
+// too slow for hundreds of steps.
 #include <cuda_runtime.h>
 
 #include "training/master_weights_model.hpp"
@@ -25,14 +28,14 @@ master_weights_test::Backend cuda() {
 }
 
 TEST(CudaMasterWeights, AdamUpdatesOf1e4RelativeMoveBf16AsFp32) {
-  Trio t(DMUON_KIND_ADAM, cuda());
+  Trio t(DMUON_KIND_ADAM, cuda(), MPI_COMM_SELF);
   const std::vector<float> initial = t.plain.values();
   t.run(kSteps);
   expect_tracks_fp32(t, initial, 2, false);
 }
 
 TEST(CudaMasterWeights, MuonUpdatesOf1e4RelativeMoveBf16AsFp32) {
-  Trio t(DMUON_KIND_MUON, cuda());
+  Trio t(DMUON_KIND_MUON, cuda(), MPI_COMM_SELF);
   const std::vector<float> initial = t.plain.values();
   t.run(kSteps);
   expect_tracks_fp32(t, initial, 1, false);
@@ -40,7 +43,7 @@ TEST(CudaMasterWeights, MuonUpdatesOf1e4RelativeMoveBf16AsFp32) {
 
 TEST(CudaMasterWeights, AValueWrittenIntoTheViewIsReadByTheNextStep) {
   for (int kind : {DMUON_KIND_ADAM, DMUON_KIND_MUON}) {
-    Trio t(kind, cuda());
+    Trio t(kind, cuda(), MPI_COMM_SELF);
     t.run(kSteps, kSteps / 2);
     const std::vector<float> f = t.fp32.values(), m = t.master.values();
     for (std::size_t i = 0; i < f.size(); ++i)

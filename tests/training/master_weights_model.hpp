@@ -140,9 +140,9 @@ struct Model {
 // parameter's view (all three runs alike) before that step.
 struct Trio {
   Model fp32, master, plain;
-  explicit Trio(int kind, Backend b = Backend{})
-      : fp32(MPI_COMM_WORLD, kind, DMUON_DTYPE_FP32, 0, b), master(MPI_COMM_WORLD, kind, DMUON_DTYPE_BF16, 1, b),
-        plain(MPI_COMM_WORLD, kind, DMUON_DTYPE_BF16, 0, b) {}
+  explicit Trio(int kind, Backend b = Backend{}, MPI_Comm comm = MPI_COMM_WORLD)
+      : fp32(comm, kind, DMUON_DTYPE_FP32, 0, b), master(comm, kind, DMUON_DTYPE_BF16, 1, b),
+        plain(comm, kind, DMUON_DTYPE_BF16, 0, b) {}
   void run(int steps, int write_at = -1) {
     for (int s = 0; s < steps; ++s) {
       if (s == write_at)
