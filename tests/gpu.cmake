@@ -48,6 +48,10 @@ dmuon_add_gpu_test(test_cuda_ns_gram gpu/test_cuda_ns_gram.cu)
 # The cache file's format and writing, without a GPU: runs wherever the CUDA backend is built.
 dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS 1 LABELS unit)
 target_link_libraries(test_ns_tuning_cache PRIVATE dmuon_cuda)
+# The node-local rank that "cuda" maps devices by, without a GPU: a context on
+# a communicator of some ranks only does not wait for the others.
+dmuon_add_gtest(test_cuda_node_rank SOURCES gpu/test_cuda_node_rank.cpp NPROCS 2 LABELS unit)
+target_link_libraries(test_cuda_node_rank PRIVATE dmuon_cuda)
 # collective_timeout_ms on one GPU: a stalled stream (DMUON_FAULT_POINT=cuda-stall) gives
 # DMUON_ERR_TIMEOUT at the first host wait, then fast failures, and destroy returns.
 dmuon_add_gpu_test(test_cuda_timeout gpu/test_cuda_timeout.cpp)

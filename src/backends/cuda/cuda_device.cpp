@@ -12,24 +12,29 @@
 
 namespace dmuon {
 
-namespace {
-
-// Node-local rank of this process among the ranks of MPI_COMM_WORLD, the
-// numbering launchers and simulations map devices by; `comm`'s own as a
-// fallback when the world cannot be split (it always can in practice).
 int node_local_rank(MPI_Comm comm) {
-  for (MPI_Comm base : {MPI_COMM_WORLD, comm}) {
-    MPI_Comm node = MPI_COMM_NULL;
-    int rank = 0;
-    MPI_Comm_rank(base, &rank);
-    if (MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) != MPI_SUCCESS) continue;
-    int local = 0;
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_free(&node);
-    return local;
+  // Launchers export the node-local rank among the world's ranks; reading it
+  // involves no other rank, where a split of MPI_COMM_WORLD would wait for
+  // every rank of the world, also those that never create this context.
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                           "PMI_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long local = std::strtol(v, &end, 10);
+    if (*end == '\0' && local >= 0 && local < (1L << 20)) return static_cast<int>(local);
   }
-  return 0;
+  MPI_Comm node = MPI_COMM_NULL;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) != MPI_SUCCESS) return 0;
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  return local;
 }
+
+namespace {
 
 bool all_digits(const std::string& s) {
   if (s.empty() || s.size() > 6) return false;

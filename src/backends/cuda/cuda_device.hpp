@@ -22,6 +22,13 @@ struct CudaDeviceChoice {
 // spec: what follows "cuda" in the resource string ("", ":current", ":N").
 CudaDeviceChoice choose_cuda_device(MPI_Comm comm, const std::string& spec);
 
+// This process's rank among the ranks of MPI_COMM_WORLD on its node, the
+// numbering launchers and simulations map devices by, without a collective
+// over the world (a context may live on a communicator of some ranks only):
+// from the launcher's environment (Open MPI, MPICH/Hydra, MVAPICH, PMI,
+// PALS, Slurm), else the node-local rank within `comm` (collective over it).
+int node_local_rank(MPI_Comm comm);
+
 // DMUON_CUDA_SHARE_GPU=1: ranks may share a GPU. For tests and debugging on
 // one GPU only: NCCL then needs each rank to look like another host
 // (NCCL_HOSTID), and moves the data through host sockets.
