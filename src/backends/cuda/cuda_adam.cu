@@ -112,7 +112,8 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
                                                        float* __restrict__ master,
                                                        const AdamChunk* __restrict__ chunks,
                                                        const AdamScalarRow* __restrict__ rows,
-                                                       const int64_t* __restrict__ steps, const StepStats* stats) {
+                                                       int64_t* __restrict__ steps, int* __restrict__ row_done,
+                                                       const StepStats* stats) {
   constexpr int V = Vec<T>::V;
   __shared__ AdamScalarRow r;
   __shared__ AdamDerived d;
@@ -158,12 +159,16 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
       }
     }
   }
-}
-
-// Step counts advance after the update, only for rows that took the step.
-__global__ void adam_advance(const AdamScalarRow* rows, int n, int64_t* steps, const StepStats* stats) {
-  const int i = blockIdx.x * kThreads + threadIdx.x;
-  if (i < n && rows[i].active && !stats->skip) steps[i] += 1;
+  // The row's step count advances once, after every chunk of the row has read
+  // it: by the row's last block to finish (a separate kernel would be one more
+  // graph node, which costs more than the pass itself for tiny tensors). Every
+  // other block of the row counted itself in row_done after its own read.
+  if (threadIdx.x == 0) {
+    if (c.row_chunks == 1 || atomicAdd(&row_done[c.row], 1) == c.row_chunks - 1) {
+      if (c.row_chunks > 1) row_done[c.row] = 0;
+      steps[c.row] += 1;
+    }
+  }
 }
 
 template <class T>
@@ -203,14 +208,14 @@ AdamTiling adam_tiling(Dtype d) {
 
 template <class T>
 void launch_adam(int unroll, int blocks, cudaStream_t stream, T* param, const T* grad, float* m, float* v,
-                 float* master, const AdamChunk* chunks, const AdamScalarRow* rows, const int64_t* steps,
+                 float* master, const AdamChunk* chunks, const AdamScalarRow* rows, int64_t* steps, int* row_done,
                  const StepStats* stats) {
   if (unroll == 1)
-    adam_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, stats);
+    adam_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats);
   else if (unroll == 4)
-    adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, stats);
+    adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats);
   else
-    adam_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, stats);
+    adam_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats);
 }
 
 }  // namespace
@@ -250,14 +255,25 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const Ad
     // Chunk lists depend only on the plan (offsets, sizes): built once, at the
     // first step, and uploaded from pinned memory without waiting.
     std::vector<AdamChunk> lists[kNumDtypes];
-    for (int k = 0; k < num_rows; ++k)
-      for (int64_t s = 0, chunk = adam_tiling(static_cast<Dtype>(rows[k].dtype)).chunk; s < rows[k].numel; s += chunk)
-        lists[rows[k].dtype].push_back(AdamChunk{k, 0, rows[k].offset + s, std::min(chunk, rows[k].numel - s)});
+    // Every row has at least one chunk (an empty one for an empty row): the
+    // chunks advance the row's step count.
+    for (int k = 0; k < num_rows; ++k) {
+      const int64_t chunk = adam_tiling(static_cast<Dtype>(rows[k].dtype)).chunk;
+      const int64_t n = std::max<int64_t>(1, (rows[k].numel + chunk - 1) / chunk);
+      require(n <= INT32_MAX, DMUON_ERR_INTERNAL, "cuda backend: an Adam row of more than 2^31 chunks");
+      for (int64_t j = 0; j < n; ++j)
+        lists[rows[k].dtype].push_back(
+            AdamChunk{k, static_cast<int32_t>(n), rows[k].offset + j * chunk, std::min(chunk, rows[k].numel - j * chunk)});
+    }
     // The old lists may still be read by queued work (only after a re-plan);
     // the wait is bounded by collective_timeout_ms like every host wait.
     if (st.chunks_host) wait_for("Adam chunk lists (re-plan)", {st.stream}, nullptr);
     cudaFreeHost(st.chunks_host);
     st.chunks_host = nullptr;
+    cudaFree(st.row_done);
+    st.row_done = nullptr;
+    cuda_check(cudaMalloc(&st.row_done, sizeof(int) * std::max(num_rows, 1)), "cudaMalloc (Adam row counters)");
+    cuda_check(cudaMemsetAsync(st.row_done, 0, sizeof(int) * std::max(num_rows, 1), st.stream), "cudaMemsetAsync (Adam row counters)");
     std::size_t total = 0;
     for (auto& l : lists) total += l.size();
     cuda_check(cudaHostAlloc(&st.chunks_host, sizeof(AdamChunk) * std::max<std::size_t>(total, 1), cudaHostAllocDefault),
@@ -283,15 +299,13 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const Ad
     const int unroll = adam_tiling(static_cast<Dtype>(d)).unroll;
     if (static_cast<Dtype>(d) == Dtype::fp32)
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<float*>(b.param), static_cast<const float*>(b.grad),
-                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, stats);
+                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, st.row_done, stats);
     else
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<uint16_t*>(b.param),
                   static_cast<const uint16_t*>(b.grad), b.exp_avg, b.exp_avg_sq, b.master, st.chunks[d], dev_rows,
-                  steps, stats);
+                  steps, st.row_done, stats);
     launch_check("adam_kernel");
   }
-  adam_advance<<<(num_rows + kThreads - 1) / kThreads, kThreads, 0, st.stream>>>(dev_rows, num_rows, steps, stats);
-  launch_check("adam_advance");
 }
 
 }  // namespace dmuon

@@ -50,6 +50,7 @@ CudaStepState::~CudaStepState() {
   }
   for (AdamChunk* c : chunks) cudaFree(c);
   cudaFreeHost(chunks_host);
+  cudaFree(row_done);
   cudaFree(sumsq_partials);
   for (auto& kv : lt_plans) {
     LtPlan& p = kv.second;

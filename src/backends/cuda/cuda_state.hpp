@@ -32,7 +32,7 @@ struct StepHeader {
 // A run of one Adam row's elements handled by one block of the fused kernel.
 struct AdamChunk {
   int32_t row;
-  int32_t pad_;
+  int32_t row_chunks;  // chunks of the row (its last finisher advances the step count)
   int64_t start;  // element index in the dtype's flat buffers, a multiple of the vector width
   int64_t count;
 };
@@ -166,6 +166,7 @@ struct CudaStepState final : StepState {
   AdamChunk* chunks[kNumDtypes] = {};
   AdamChunk* chunks_host = nullptr;  // pinned source of their upload
   int num_chunks[kNumDtypes] = {};
+  int* row_done = nullptr;  // per row: its chunks finished this step (back to 0 by the last)
   int adam_rows = -1;
 
   std::vector<ShapeWork> shapes;
