@@ -4,7 +4,7 @@
 // --mode comm: for N fp32 elements (--params), the median of interleaved
 // repetitions of
 //   - a plain MPI_Allreduce (in place) of the N floats, and the backend's
-//     allreduce_average of the same buffer (blocking path, then the watchdog
+//     allreduce_gradients of the same buffer (blocking path, then the watchdog
 //     path that collective_timeout_ms selects);
 //   - a plain MPI_Reduce_scatter_block + MPI_Allgather of N/ranks per rank,
 //     and the backend's reduce_scatter_average + allgather of the same;
@@ -158,9 +158,9 @@ void comm_mode(int64_t total, int tensors, int reps) {
     note(t_ar, timed([&] { MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); }));
     std::fill(buf, buf + n, 1.0f);  // the sums must not grow towards overflow
     be->set_collective_timeout(0);
-    note(t_dar, timed([&] { be->allreduce_average(buf, n, dmuon::Dtype::fp32); }));
+    note(t_dar, timed([&] { be->allreduce_gradients(buf, n, dmuon::Dtype::fp32); }));
     be->set_collective_timeout(600000);
-    note(t_dar_w, timed([&] { be->allreduce_average(buf, n, dmuon::Dtype::fp32); }));
+    note(t_dar_w, timed([&] { be->allreduce_gradients(buf, n, dmuon::Dtype::fp32); }));
     note(t_rsag, timed([&] {
       MPI_Reduce_scatter_block(send.data(), mine.data(), static_cast<int>(segment), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, send.data(), static_cast<int>(segment), MPI_FLOAT, MPI_COMM_WORLD);

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   auto raw_wait = [&] { bench::cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize"); };
   auto ours_wait = [&] { b.synchronize(); };
 
-  const double ours_adam = time_ms(iters, [&] { b.allreduce_average(ab.grad, ab.elements, dmuon::Dtype::fp32); }, ours_wait);
+  const double ours_adam = time_ms(iters, [&] { b.allreduce_gradients(ab.grad, ab.elements, dmuon::Dtype::fp32); }, ours_wait);
   const double raw_adam = time_ms(iters, [&] {
     nccl(ncclAllReduce(adam_buf, adam_buf, size_t(ab.elements), ncclFloat32, ncclAvg, comm, s), "ncclAllReduce");
   }, raw_wait);

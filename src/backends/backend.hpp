@@ -113,7 +113,12 @@ class Backend {
   virtual void synchronize() = 0;
 
   // Collectives over the context's communicator, in place.
-  virtual void allreduce_average(void* buf, int64_t count, Dtype dtype) = 0;
+  // The gradient all-reduce leaves the average over the ranks, or their sum
+  // where allreduce_leaves_sum(dtype): the step then passes 1/ranks to the
+  // norm and the Adam update of that dtype (adam_grad_scale), which apply it
+  // where they read the gradient anyway, instead of a pass over the buffer.
+  virtual bool allreduce_leaves_sum(Dtype dtype) const { return (void)dtype, false; }
+  virtual void allreduce_gradients(void* buf, int64_t count, Dtype dtype) = 0;
   // buf holds world segments of `segment` elements; rank r's segment receives the average.
   virtual void reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) = 0;
   // rank r's segment is sent to every rank.
@@ -121,12 +126,15 @@ class Backend {
   virtual void allreduce_sum_f64(double* buf, int count) = 0;
 
   // The step's kernels.
-  virtual void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count,
+  // Adds the squares of scale * x over the range (scale: adam_grad_scale, or 1).
+  virtual void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, double scale,
                                 StepStats* stats) = 0;
   virtual void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) = 0;
-  // rows: host array of the scalar table; steps: backend array, one count per row.
-  virtual void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
-                           int64_t* steps, const StepStats* stats) = 0;
+  // rows: host array of the scalar table; steps: backend array, one count per
+  // row; grad_scale: per dtype, the factor that turns the gradient buffer into
+  // the average (see allreduce_leaves_sum), applied with the clip factor.
+  virtual void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const float (&grad_scale)[kNumDtypes],
+                           const AdamScalarRow* rows, int num_rows, int64_t* steps, const StepStats* stats) = 0;
   virtual void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
                            const MuonHyper& hyper, const StepStats* stats) = 0;
 

@@ -172,9 +172,12 @@ void Optimizer::step() {
   // 2. Average the gradients: Adam replicated, Muon onto its owners.
   phase.reset();
   phase.emplace("dmuon: reduce gradients");
+  float adam_grad_scale[kNumDtypes];
   for (int d = 0; d < kNumDtypes; ++d) {
+    const bool sum = world > 1 && b.allreduce_leaves_sum(static_cast<Dtype>(d));
+    adam_grad_scale[d] = sum ? 1.0f / static_cast<float>(world) : 1.0f;
     const Dtype dt = static_cast<Dtype>(d);
-    if (storage_.adam[d].elements) b.allreduce_average(storage_.adam[d].grad, storage_.adam[d].elements, dt);
+    if (storage_.adam[d].elements) b.allreduce_gradients(storage_.adam[d].grad, storage_.adam[d].elements, dt);
     if (storage_.muon[d].segment_elements) b.reduce_scatter_average(storage_.muon[d].grad, storage_.muon[d].segment_elements, dt);
   }
 
@@ -188,8 +191,9 @@ void Optimizer::step() {
     for (int d = 0; d < kNumDtypes; ++d) {
       const Dtype dt = static_cast<Dtype>(d);
       const int64_t seg = storage_.muon[d].segment_elements;
-      if (seg) b.accumulate_sumsq(storage_.muon[d].grad, dt, ctx_->rank * seg, seg, storage_.stats);
-      if (ctx_->rank == 0 && storage_.adam[d].elements) b.accumulate_sumsq(storage_.adam[d].grad, dt, 0, storage_.adam[d].elements, storage_.stats);
+      if (seg) b.accumulate_sumsq(storage_.muon[d].grad, dt, ctx_->rank * seg, seg, 1.0, storage_.stats);
+      if (ctx_->rank == 0 && storage_.adam[d].elements) b.accumulate_sumsq(storage_.adam[d].grad, dt, 0, storage_.adam[d].elements, adam_grad_scale[d],
+                           storage_.stats);
     }
     if (world > 1) b.allreduce_sum_f64(&storage_.stats->sumsq, 1);
   }
@@ -207,7 +211,7 @@ void Optimizer::step() {
   if (!muon_batches_.empty()) b.muon_update(storage_.muon, muon_batches_, hyper, storage_.stats);
   phase.reset();
   phase.emplace("dmuon: adam update");
-  if (!adam_rows_.empty()) b.adam_update(storage_.adam, adam_rows_.data(), static_cast<int>(adam_rows_.size()), storage_.adam_steps, storage_.stats);
+  if (!adam_rows_.empty()) b.adam_update(storage_.adam, adam_grad_scale, adam_rows_.data(), static_cast<int>(adam_rows_.size()), storage_.adam_steps, storage_.stats);
 
   // 6. Publish the updated Muon matrices.
   phase.reset();

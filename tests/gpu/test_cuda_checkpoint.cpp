@@ -97,8 +97,14 @@ TEST(CudaCheckpoint, RestoresExactBytesAcrossBackendsAndContinuesBitwise) {
     steps(back, 3, 2);
     expect_same(state_bytes(back), uninterrupted, "two steps after the CPU checkpoint's restore on the GPU");
   }
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove_all(dir_cpu);
+  // The folders are shared: every rank must be done with them before rank 0 alone removes them.
+  MPI_Barrier(MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dir_cpu);
+  }
 }
 
 }  // namespace

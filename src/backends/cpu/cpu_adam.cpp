@@ -7,7 +7,8 @@
 
 namespace dmuon {
 
-void CpuBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) {
+void CpuBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, double scale,
+                                  StepStats* stats) {
   double acc = 0.0;
   if (dtype == Dtype::fp32) {
     const float* g = static_cast<const float*>(buf) + offset;
@@ -19,7 +20,7 @@ void CpuBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, 
       acc += x * x;
     }
   }
-  stats->sumsq += acc;
+  stats->sumsq += acc * scale * scale;
 }
 
 void CpuBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) {
@@ -88,15 +89,15 @@ DMUON_ADAM_CLONES void adam_row(const AdamBuffers& b, const AdamScalarRow& r, co
 }
 }  // namespace
 
-void CpuBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
-                             int64_t* steps, const StepStats* stats) {
+void CpuBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const float (&grad_scale)[kNumDtypes],
+                             const AdamScalarRow* rows, int num_rows, int64_t* steps, const StepStats* stats) {
   if (stats->skip) return;
   const float clip = static_cast<float>(stats->clip_coef);
   for (int k = 0; k < num_rows; ++k) {
     const AdamScalarRow& r = rows[k];
     if (!r.active) continue;
     const AdamDerived d = adam_derive(r, ++steps[k]);
-    adam_row(buffers[r.dtype], r, d, clip);
+    adam_row(buffers[r.dtype], r, d, clip * grad_scale[r.dtype]);
   }
 }
 

@@ -193,8 +193,10 @@ void CpuBackend::run(const char* what, const std::function<int()>& blocking,
   }
 }
 
-void CpuBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
-  if (count == 0 || world_ == 1) return;  // the average of one rank is itself
+// fp32 is reduced in place and left as the sum (allreduce_leaves_sum); bf16
+// is widened for MPI and divided where it is rounded back.
+void CpuBackend::allreduce_gradients(void* buf, int64_t count, Dtype dtype) {
+  if (count == 0 || world_ == 1) return;  // the sum over one rank is itself
   check_not_failed("MPI_Allreduce of gradients");
   float* f = static_cast<float*>(buf);
   if (dtype == Dtype::bf16) {
@@ -209,19 +211,27 @@ void CpuBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
         [&] { return MPI_Allreduce(MPI_IN_PLACE, chunk, n, MPI_FLOAT, MPI_SUM, comm_); },
         [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, chunk, n, MPI_FLOAT, MPI_SUM, comm_, r); });
   }
-  scaled_from_float(f, 1.0f / static_cast<float>(world_), buf, count, dtype);
+  if (dtype == Dtype::bf16) scaled_from_float(f, 1.0f / static_cast<float>(world_), buf, count, dtype);
 }
 
+// An fp32 buffer is MPI's send buffer as it is, a bf16 one is widened first;
+// the average is divided on its way into this rank's segment. Not in place:
+// MPI_IN_PLACE leaves partial sums in the other segments, padding included,
+// which the user never overwrites and the next step would add again.
 void CpuBackend::reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) {
   if (segment == 0 || world_ == 1) return;  // one rank owns everything, and its average is itself
   const char* what = "MPI_Reduce_scatter_block of Muon gradients";
   check_not_failed(what);
   require(segment <= kMaxChunk, DMUON_ERR_NOT_SUPPORTED, "a Muon segment over 2^30 elements per rank");
   const int64_t total = segment * world_;
-  scratch_.resize(static_cast<std::size_t>(total + segment));
-  float* all = scratch_.data();
-  float* mine = all + total;
-  to_float(buf, all, total, dtype);
+  const bool widen = dtype == Dtype::bf16;
+  scratch_.resize(static_cast<std::size_t>(widen ? total + segment : segment));
+  float* mine = scratch_.data() + (widen ? total : 0);
+  const float* all = static_cast<const float*>(buf);
+  if (widen) {
+    to_float(buf, scratch_.data(), total, dtype);
+    all = scratch_.data();
+  }
   const int n = static_cast<int>(segment);
   run(what, [&] { return MPI_Reduce_scatter_block(all, mine, n, MPI_FLOAT, MPI_SUM, comm_); },
       [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(all, mine, n, MPI_FLOAT, MPI_SUM, comm_, r); });

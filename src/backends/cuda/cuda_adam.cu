@@ -26,11 +26,11 @@ __global__ void sumsq_partial(const T* g, int64_t n, double* partials) {
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
-__global__ void sumsq_finish(const double* partials, int n, double* sumsq) {
+__global__ void sumsq_finish(const double* partials, int n, double weight, double* sumsq) {
   double acc = 0.0;
   for (int i = threadIdx.x; i < n; i += kThreads) acc += partials[i];
   const double s = block_sum(acc);
-  if (threadIdx.x == 0) *sumsq += s;
+  if (threadIdx.x == 0) *sumsq += s * weight;
 }
 
 __global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_nonfinite, int norm_computed) {
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
                                                        const AdamChunk* __restrict__ chunks,
                                                        const AdamScalarRow* __restrict__ rows,
                                                        int64_t* __restrict__ steps, int* __restrict__ row_done,
-                                                       const StepStats* stats) {
+                                                       const StepStats* stats, float grad_scale) {
   constexpr int V = Vec<T>::V;
   __shared__ AdamScalarRow r;
   __shared__ AdamDerived d;
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
     r = rows[c.row];
     live = !stats->skip && r.active;
     if (live) d = adam_derive(r, steps[c.row] + 1);
-    clip = static_cast<float>(stats->clip_coef);
+    clip = static_cast<float>(stats->clip_coef) * grad_scale;
   }
   __syncthreads();
   if (!live) return;
@@ -209,18 +209,22 @@ AdamTiling adam_tiling(Dtype d) {
 template <class T>
 void launch_adam(int unroll, int blocks, cudaStream_t stream, T* param, const T* grad, float* m, float* v,
                  float* master, const AdamChunk* chunks, const AdamScalarRow* rows, int64_t* steps, int* row_done,
-                 const StepStats* stats) {
+                 const StepStats* stats, float grad_scale) {
   if (unroll == 1)
-    adam_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats);
+    adam_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats,
+                                                       grad_scale);
   else if (unroll == 4)
-    adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats);
+    adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats,
+                                                       grad_scale);
   else
-    adam_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats);
+    adam_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats,
+                                                       grad_scale);
 }
 
 }  // namespace
 
-void CudaBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) {
+void CudaBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, double scale,
+                                   StepStats* stats) {
   if (!count || replaying()) return;
   require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: accumulate_sumsq outside a step");
   CudaStepState& st = *current_;
@@ -229,7 +233,7 @@ void CudaBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset,
   else
     sumsq_partial<<<kSumsqBlocks, kThreads, 0, st.stream>>>(typed<uint16_t>(buf, offset), count, st.sumsq_partials);
   launch_check("sumsq_partial");
-  sumsq_finish<<<1, kThreads, 0, st.stream>>>(st.sumsq_partials, kSumsqBlocks, &stats->sumsq);
+  sumsq_finish<<<1, kThreads, 0, st.stream>>>(st.sumsq_partials, kSumsqBlocks, scale * scale, &stats->sumsq);
   launch_check("sumsq_finish");
 }
 
@@ -244,8 +248,8 @@ void CudaBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfi
   launch_check("finish_stats_kernel");
 }
 
-void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
-                              int64_t* steps, const StepStats* stats) {
+void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const float (&grad_scale)[kNumDtypes],
+                              const AdamScalarRow* rows, int num_rows, int64_t* steps, const StepStats* stats) {
   require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: adam_update outside a step");
   CudaStepState& st = *current_;
   const auto* dev_rows =
@@ -299,11 +303,11 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const Ad
     const int unroll = adam_tiling(static_cast<Dtype>(d)).unroll;
     if (static_cast<Dtype>(d) == Dtype::fp32)
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<float*>(b.param), static_cast<const float*>(b.grad),
-                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, st.row_done, stats);
+                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, st.row_done, stats, grad_scale[d]);
     else
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<uint16_t*>(b.param),
                   static_cast<const uint16_t*>(b.grad), b.exp_avg, b.exp_avg_sq, b.master, st.chunks[d], dev_rows,
-                  steps, st.row_done, stats);
+                  steps, st.row_done, stats, grad_scale[d]);
     launch_check("adam_kernel");
   }
 }

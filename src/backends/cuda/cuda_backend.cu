@@ -350,7 +350,7 @@ void CudaBackend::synchronize() { wait_all("waiting for the device"); }
 // ------------------------------------------------------------ collectives
 // On one rank every collective is the identity; NCCL would still launch a
 // copy kernel over the whole buffer (docs/decisions.md, "CUDA backend").
-void CudaBackend::allreduce_average(void* buf, int64_t count, Dtype dtype) {
+void CudaBackend::allreduce_gradients(void* buf, int64_t count, Dtype dtype) {
   if (!count || replaying() || world_ == 1) return;
   const char* what = "ncclAllReduce (average of gradients)";
   nccl_issued(ncclAllReduce(buf, buf, static_cast<size_t>(count), nccl_type(dtype), ncclAvg, as_comm(comm_for(what)),

@@ -38,16 +38,18 @@ class CudaBackend final : public Backend {
   void download(void* host, const void* src, std::size_t bytes) override;
   void synchronize() override;
 
-  void allreduce_average(void* buf, int64_t count, Dtype dtype) override;
+  void allreduce_gradients(void* buf, int64_t count, Dtype dtype) override;
   void reduce_scatter_average(void* buf, int64_t segment, Dtype dtype) override;
   void allgather(void* buf, int64_t segment, Dtype dtype) override;
   void allreduce_sum_f64(double* buf, int count) override;
   void set_collective_timeout(int milliseconds) override { timeout_ms_ = milliseconds; }
   void close() override;
 
-  void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, StepStats* stats) override;
+  void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, double scale,
+                        StepStats* stats) override;
   void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) override;
-  void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
+  void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const float (&grad_scale)[kNumDtypes],
+                   const AdamScalarRow* rows, int num_rows,
                    int64_t* steps, const StepStats* stats) override;
   void muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
                    const MuonHyper& hyper, const StepStats* stats) override;
