@@ -129,7 +129,12 @@ class Backend {
   // Adds the squares of scale * x over the range (scale: adam_grad_scale, or 1).
   virtual void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, double scale,
                                 StepStats* stats) = 0;
-  virtual void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) = 0;
+  // adam_follows: this step calls adam_update after it. A backend may then
+  // leave a step without a norm (nothing to wait for) to that update, which
+  // derives the factor from grad_accumulation and writes the statistics
+  // itself, saving a launch; its muon_update must not read them before.
+  virtual void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed,
+                            bool adam_follows) = 0;
   // rows: host array of the scalar table; steps: backend array, one count per
   // row; grad_scale: per dtype, the factor that turns the gradient buffer into
   // the average (see allreduce_leaves_sum), applied with the clip factor.

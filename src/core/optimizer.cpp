@@ -197,7 +197,7 @@ void Optimizer::step() {
     }
     if (world > 1) b.allreduce_sum_f64(&storage_.stats->sumsq, 1);
   }
-  b.finish_stats(storage_.stats, options_.max_grad_norm, options_.skip_nonfinite, norm ? 1 : 0);
+  b.finish_stats(storage_.stats, options_.max_grad_norm, options_.skip_nonfinite, norm ? 1 : 0, !adam_rows_.empty());
   reduce_metrics();
 
   // 4-5. Updates; both read the clip coefficient and the skip guard from

@@ -131,4 +131,46 @@ TEST(CudaAdam, NonFiniteGradientSkipsTheStep) {
   EXPECT_NE(gpu.raw(0), before[0]);
 }
 
+// Clipping switched off and on between steps, eager and as a whole-step graph:
+// a step without a norm leaves its statistics to the Adam kernel, which
+// derives the factor itself; it must not apply a clipped step's factor, and
+// the statistics and the step count must still match the CPU backend's.
+TEST(CudaAdam, ClipSwitchedOffAndOnMatchesCpu) {
+  for (int graph : {0, 1}) {
+    dmuon_options_t o = DMUON_OPTIONS_INIT;
+    o.cuda_step_graph = graph;
+    Model cpu("cpu", kAdamModel, o), gpu("cuda", kAdamModel, o);
+    ASSERT_TRUE(gpu.device);
+    cpu.init();
+    gpu.init();
+    const double max_norm[] = {1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0};
+    for (int step = 0; step < 8; ++step) {
+      for (Model* m : {&cpu, &gpu}) {
+        ASSERT_EQ(dmuon_set_max_grad_norm(m->opt, max_norm[step]), DMUON_SUCCESS);
+        m->grads(step);
+        ASSERT_EQ(dmuon_step(m->opt), DMUON_SUCCESS) << dmuon_context_last_error(m->ctx);
+      }
+      for (std::size_t k = 0; k < kAdamModel.size(); ++k) {
+        const double tol = kAdamModel[k].dtype == DMUON_DTYPE_BF16 ? (step + 1) * 8e-3 : 1e-6;
+        const auto a = gpu.get(int(k)), c = cpu.get(int(k));
+        for (std::size_t i = 0; i < a.size(); ++i)
+          ASSERT_NEAR(a[i], c[i], tol * std::fabs(c[i]) + 1e-7)
+              << kAdamModel[k].name << "[" << i << "] step " << step << " graph " << graph;
+      }
+      dmuon_clip_stats_t sc, sg;
+      ASSERT_EQ(dmuon_get_clip_stats(cpu.opt, &sc), DMUON_SUCCESS);
+      ASSERT_EQ(dmuon_get_clip_stats(gpu.opt, &sg), DMUON_SUCCESS);
+      EXPECT_NEAR(sg.total_norm, sc.total_norm, 1e-9 * std::max(1.0, std::fabs(sc.total_norm))) << "step " << step;
+      EXPECT_NEAR(sg.clip_coef, sc.clip_coef, 1e-9) << "step " << step;
+      EXPECT_EQ(sg.clipped, max_norm[step] > 0 ? 1 : 0) << "step " << step;
+      EXPECT_EQ(sg.step_skipped, 0);
+      int64_t nc = 0, ng = 0;
+      ASSERT_EQ(dmuon_get_step_count(cpu.opt, &nc), DMUON_SUCCESS);
+      ASSERT_EQ(dmuon_get_step_count(gpu.opt, &ng), DMUON_SUCCESS);
+      EXPECT_EQ(ng, step + 1);
+      EXPECT_EQ(nc, step + 1);
+    }
+  }
+}
+
 }  // namespace

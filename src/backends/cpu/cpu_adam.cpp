@@ -23,7 +23,8 @@ void CpuBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, 
   stats->sumsq += acc * scale * scale;
 }
 
-void CpuBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) {
+void CpuBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed,
+                              bool /*adam_follows*/) {
   finish_step_stats(*stats, max_norm, skip_nonfinite, norm_computed);
 }
 

@@ -37,7 +37,8 @@ class CpuBackend final : public Backend {
 
   void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, double scale,
                         StepStats* stats) override;
-  void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) override;
+  void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed,
+                    bool adam_follows) override;
   void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const float (&grad_scale)[kNumDtypes],
                    const AdamScalarRow* rows, int num_rows,
                    int64_t* steps, const StepStats* stats) override;

@@ -34,8 +34,9 @@ __global__ void sumsq_finish(const double* partials, int n, double weight, doubl
 }
 
 __global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_nonfinite, int norm_computed) {
-  finish_step_stats(*s, h->max_norm, skip_nonfinite, norm_computed);
+  finish_step_stats(*s, norm_computed ? h->max_norm : 0.0, skip_nonfinite, norm_computed);
 }
+
 
 // Element access in groups of V (16 bytes of parameters), then the shared
 // element function of scalar_table.hpp on each.
@@ -113,7 +114,8 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
                                                        const AdamChunk* __restrict__ chunks,
                                                        const AdamScalarRow* __restrict__ rows,
                                                        int64_t* __restrict__ steps, int* __restrict__ row_done,
-                                                       const StepStats* stats, float grad_scale) {
+                                                       const StepStats* stats, StepStats* finish, int derive,
+                                                       float grad_scale) {
   constexpr int V = Vec<T>::V;
   __shared__ AdamScalarRow r;
   __shared__ AdamDerived d;
@@ -122,9 +124,14 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
   const AdamChunk c = chunks[blockIdx.x];
   if (threadIdx.x == 0) {
     r = rows[c.row];
-    live = !stats->skip && r.active;
+    // derive: a step without a norm, whose statistics are not finished yet
+    // (finish_stats' adam_follows). Its factor is 1/micro-batches and it is
+    // never skipped: both come from what finishing does not write, so block 0
+    // of one launch (finish non-null) may finish them while the others run.
+    live = (derive || !stats->skip) && r.active;
     if (live) d = adam_derive(r, steps[c.row] + 1);
-    clip = static_cast<float>(stats->clip_coef) * grad_scale;
+    clip = static_cast<float>(derive ? accumulation_scale(*stats) : stats->clip_coef) * grad_scale;
+    if (finish && blockIdx.x == 0) finish_step_stats(*finish, 0.0, 0, 0);
   }
   __syncthreads();
   if (!live) return;
@@ -209,16 +216,16 @@ AdamTiling adam_tiling(Dtype d) {
 template <class T>
 void launch_adam(int unroll, int blocks, cudaStream_t stream, T* param, const T* grad, float* m, float* v,
                  float* master, const AdamChunk* chunks, const AdamScalarRow* rows, int64_t* steps, int* row_done,
-                 const StepStats* stats, float grad_scale) {
+                 const StepStats* stats, StepStats* finish, int derive, float grad_scale) {
   if (unroll == 1)
     adam_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats,
-                                                       grad_scale);
+                                                       finish, derive, grad_scale);
   else if (unroll == 4)
     adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats,
-                                                       grad_scale);
+                                                       finish, derive, grad_scale);
   else
     adam_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(param, grad, m, v, master, chunks, rows, steps, row_done, stats,
-                                                       grad_scale);
+                                                       finish, derive, grad_scale);
 }
 
 }  // namespace
@@ -237,14 +244,27 @@ void CudaBackend::accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset,
   launch_check("sumsq_finish");
 }
 
-void CudaBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) {
+void CudaBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed,
+                               bool adam_follows) {
   require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: finish_stats outside a step");
   // max_norm changes through a setter: it reaches the kernel through the
   // staged header, so a captured step picks up the new value.
   const StepHeader h{max_norm, 0.f, 0.f};
   const StepHeader* dev = static_cast<const StepHeader*>(stage(kPieceHeader, &h, sizeof h));
   if (replaying()) return;
+  if (!norm_computed && adam_follows) {  // the Adam kernel finishes them: one graph node fewer
+    current_->stats_unfinished = stats;
+    return;
+  }
   finish_stats_kernel<<<1, 1, 0, current_->stream>>>(stats, dev, skip_nonfinite, norm_computed);
+  launch_check("finish_stats_kernel");
+}
+
+void CudaBackend::finish_unfinished_stats(CudaStepState& st) {
+  if (!st.stats_unfinished) return;
+  StepStats* stats = st.stats_unfinished;
+  st.stats_unfinished = nullptr;
+  finish_stats_kernel<<<1, 1, 0, st.stream>>>(stats, nullptr, 0, 0);
   launch_check("finish_stats_kernel");
 }
 
@@ -297,18 +317,30 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const fl
     }
     st.adam_rows = num_rows;
   }
+  // Unfinished statistics (finish_stats): every launch derives the factor,
+  // the first one finishes them.
+  const int derive = st.stats_unfinished != nullptr;
+  StepStats* finish = st.stats_unfinished;
+  st.stats_unfinished = nullptr;
   for (int d = 0; d < kNumDtypes; ++d) {
     if (!st.num_chunks[d]) continue;
     const AdamBuffers& b = buffers[d];
     const int unroll = adam_tiling(static_cast<Dtype>(d)).unroll;
     if (static_cast<Dtype>(d) == Dtype::fp32)
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<float*>(b.param), static_cast<const float*>(b.grad),
-                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, st.row_done, stats, grad_scale[d]);
+                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, st.row_done, stats, finish, derive,
+                  grad_scale[d]);
     else
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<uint16_t*>(b.param),
                   static_cast<const uint16_t*>(b.grad), b.exp_avg, b.exp_avg_sq, b.master, st.chunks[d], dev_rows,
-                  steps, st.row_done, stats, grad_scale[d]);
+                  steps, st.row_done, stats, finish, derive, grad_scale[d]);
     launch_check("adam_kernel");
+    finish = nullptr;
+  }
+  // No dtype had chunks (every row has one, so not expected): finish them alone.
+  if (finish) {
+    st.stats_unfinished = finish;
+    finish_unfinished_stats(st);
   }
 }
 

@@ -448,6 +448,7 @@ void CudaBackend::begin_step(StepState* state, const dmuon_options_t& o, uint64_
 
   st.mode = CudaStepState::Mode::eager;
   st.uploaded = false;
+  st.stats_unfinished = nullptr;  // left by a step that failed before its Adam update
   st.step_graph_wanted = o.cuda_step_graph == 1 && !st.step_graph_disabled;
   if (!st.step_graph_wanted) {
     st.drop_step_graph();

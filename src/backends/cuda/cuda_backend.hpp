@@ -47,7 +47,8 @@ class CudaBackend final : public Backend {
 
   void accumulate_sumsq(const void* buf, Dtype dtype, int64_t offset, int64_t count, double scale,
                         StepStats* stats) override;
-  void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed) override;
+  void finish_stats(StepStats* stats, double max_norm, int skip_nonfinite, int norm_computed,
+                    bool adam_follows) override;
   void adam_update(const AdamBuffers (&buffers)[kNumDtypes], const float (&grad_scale)[kNumDtypes],
                    const AdamScalarRow* rows, int num_rows,
                    int64_t* steps, const StepStats* stats) override;
@@ -122,6 +123,8 @@ class CudaBackend final : public Backend {
   // kernel_choices() cover all of them.
   std::vector<CudaStepState*> states_;
   CudaStepState* current_ = nullptr;  // the state of the step between begin_step and end_step
+  // Launches the statistics finish that finish_stats left to the Adam kernel.
+  void finish_unfinished_stats(CudaStepState& st);
   bool fail_next_capture_ = false;
   std::string choices_log_;         // shape choices and fallbacks, for kernel_choices()
   std::unique_ptr<NsTuner, NsTunerDeleter> ns_tuner_;

@@ -392,6 +392,7 @@ void CudaBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const st
                               const MuonHyper& hyper, const StepStats* stats) {
   require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: muon_update outside a step");
   CudaStepState& st = *current_;
+  finish_unfinished_stats(st);  // the Muon kernels read them
   // The step's Muon scalars (momentum, per-matrix lr/decay/active) in one
   // staged table: header, then every batch's matrices.
   std::size_t total = 0;

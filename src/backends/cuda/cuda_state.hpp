@@ -168,6 +168,9 @@ struct CudaStepState final : StepState {
   int num_chunks[kNumDtypes] = {};
   int* row_done = nullptr;  // per row: its chunks finished this step (back to 0 by the last)
   int adam_rows = -1;
+  // A step without a norm whose statistics the Adam kernel finishes
+  // (finish_stats' adam_follows); muon_update finishes them first instead.
+  StepStats* stats_unfinished = nullptr;
 
   std::vector<ShapeWork> shapes;
 
