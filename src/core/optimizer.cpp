@@ -48,7 +48,19 @@ void Optimizer::finalize() {
 PreparedState Optimizer::prepare(const Plan& plan, bool fresh) const {
   PreparedState ready;
   ready.muon_batches = muon_batches_for(plan, ctx_->rank);
-  ready.adam_rows.resize(static_cast<std::size_t>(plan.layout.num_adam_rows));
+  const std::size_t rows = static_cast<std::size_t>(plan.layout.num_adam_rows);
+  ready.adam_rows.resize(rows);
+  ready.adam_sources.resize(rows);
+  for (std::size_t i = 0; i < plan.params.size(); ++i) {
+    const ParamRecord& p = plan.params[i];
+    if (p.kind != Kind::adam) continue;
+    const std::size_t k = static_cast<std::size_t>(p.adam_row);
+    AdamScalarRow& r = ready.adam_rows[k];
+    r.offset = p.offset;
+    r.numel = p.numel;
+    r.dtype = static_cast<int32_t>(p.dtype);
+    ready.adam_sources[k] = AdamRowSource{static_cast<int>(i), p.lr_mul, p.wd_mul};
+  }
   if (!fresh) return ready;
   ready.fresh = true;
   ready.storage = Storage(backend(), plan.layout, options_.master_weights != 0);
@@ -65,6 +77,8 @@ void Optimizer::adopt(Plan&& plan, PreparedState&& prepared) noexcept {
   layout_ = plan.layout;
   muon_batches_.swap(prepared.muon_batches);
   adam_rows_.swap(prepared.adam_rows);
+  adam_sources_.swap(prepared.adam_sources);
+  adam_scalars_ = std::nullopt;  // the new rows hold no scalars yet
   if (prepared.fresh) {
     step_state_.reset();  // first: its graphs and workspaces refer to the old storage
     storage_.swap(prepared.storage);  // the old storage is freed with `prepared`
@@ -87,18 +101,23 @@ void Optimizer::tell_storage_moved() const {
 
 void Optimizer::refresh_step_scalars() {
   const dmuon_options_t& o = options_;
-  for (const ParamRecord& p : registry_.all()) {
-    if (p.kind != Kind::adam) continue;
-    AdamScalarRow& r = adam_rows_[static_cast<std::size_t>(p.adam_row)];
-    r.offset = p.offset;
-    r.numel = p.numel;
-    r.dtype = static_cast<int32_t>(p.dtype);
-    r.active = p.has_grad ? 1 : 0;
-    r.beta1 = static_cast<float>(o.adam_beta1);
-    r.beta2 = static_cast<float>(o.adam_beta2);
-    r.eps = static_cast<float>(o.adam_eps);
-    r.lr = static_cast<float>(o.adam_lr * p.lr_mul);
-    r.weight_decay = static_cast<float>(o.adam_weight_decay * p.wd_mul);
+  // The rows keep their scalars from the last step unless an option or a
+  // gradient mark changes them: a model of many small tensors then spends
+  // no host time per tensor here.
+  const std::array<double, 5> adam = {o.adam_lr, o.adam_beta1, o.adam_beta2, o.adam_eps, o.adam_weight_decay};
+  if (adam_scalars_ != adam || adam_rows_marked_ || grad_marks_.any()) {
+    for (std::size_t k = 0; k < adam_rows_.size(); ++k) {
+      AdamScalarRow& r = adam_rows_[k];
+      const AdamRowSource& s = adam_sources_[k];
+      r.active = grad_marks_.has_grad(static_cast<std::size_t>(s.param_id)) ? 1 : 0;
+      r.beta1 = static_cast<float>(o.adam_beta1);
+      r.beta2 = static_cast<float>(o.adam_beta2);
+      r.eps = static_cast<float>(o.adam_eps);
+      r.lr = static_cast<float>(o.adam_lr * s.lr_mul);
+      r.weight_decay = static_cast<float>(o.adam_weight_decay * s.wd_mul);
+    }
+    adam_scalars_ = adam;
+    adam_rows_marked_ = grad_marks_.any();
   }
   for (MuonShapeBatch& batch : muon_batches_) {
     const double rows = static_cast<double>(batch.rows), cols = static_cast<double>(batch.cols);
@@ -109,7 +128,7 @@ void Optimizer::refresh_step_scalars() {
       const double lr = o.muon_lr * p.lr_mul;
       m.lr = static_cast<float>(lr * scale);
       m.decay = static_cast<float>(1.0 - lr * o.muon_weight_decay * p.wd_mul);
-      m.active = p.has_grad ? 1 : 0;
+      m.active = grad_marks_.has_grad(static_cast<std::size_t>(m.param_id)) ? 1 : 0;
     }
   }
 }
@@ -130,14 +149,11 @@ void Optimizer::step() {
 
   // What decides the sequence of backend calls below (beyond the options):
   // a backend that replays a captured step must re-capture when it changes.
-  uint64_t structure = 1469598103934665603ull;  // FNV-1a over (has_grad, external_grad)
+  uint64_t structure = 1469598103934665603ull;  // FNV-1a
+  structure = (structure ^ grad_marks_.hash()) * 1099511628211ull;  // which gradients are copied in or zeroed
   structure = (structure ^ static_cast<uint64_t>(accumulation_ > 1)) * 1099511628211ull;  // zeroes the gradients
   structure = (structure ^ reinterpret_cast<uintptr_t>(metrics_.pending)) * 1099511628211ull;
   structure = (structure ^ static_cast<uint64_t>(metrics_.pending_n)) * 1099511628211ull;
-  for (const ParamRecord& p : registry_.all()) {
-    const uint64_t words[2] = {p.has_grad ? 1u : 0u, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.external_grad))};
-    for (uint64_t w : words) structure = (structure ^ w) * 1099511628211ull;
-  }
   b.set_collective_timeout(options_.collective_timeout_ms);
   if (!step_state_) step_state_ = b.make_step_state();
   b.begin_step(step_state_.get(), options_, structure);
@@ -157,16 +173,18 @@ void Optimizer::step() {
   // 1. External gradients into the flat buffers; parameters without a
   //    gradient contribute zeros (to the average and to the norm).
   std::optional<NvtxRange> phase(std::in_place, "dmuon: gradients in");
-  for (std::size_t i = 0; i < registry_.size(); ++i) {
+  for (std::size_t i = 0; grad_marks_.any() && i < registry_.size(); ++i) {
+    const bool has_grad = grad_marks_.has_grad(i);
+    const void* external = grad_marks_.external(i);
+    if (has_grad && !external) continue;
     const ParamRecord& p = registry_[i];
-    if (p.has_grad && !p.external_grad) continue;
     void* grad = nullptr;
     param_view(static_cast<int>(i), nullptr, &grad);
     const std::size_t bytes = static_cast<std::size_t>(p.numel) * dtype_size(p.dtype);
-    if (!p.has_grad)
+    if (!has_grad)
       b.zero(grad, bytes);
     else
-      b.copy(grad, p.external_grad, bytes);
+      b.copy(grad, external, bytes);
   }
 
   // 2. Average the gradients: Adam replicated, Muon onto its owners.
@@ -225,7 +243,7 @@ void Optimizer::step() {
   bracket.open = false;
   b.end_step(step_state_.get(), true);
   advance_lr_schedules();
-  for (ParamRecord& p : registry_.all()) p.has_grad = true;
+  grad_marks_.step_done();
 }
 
 void Optimizer::param_view(int id, void** data, void** grad) {
@@ -239,9 +257,15 @@ void Optimizer::param_view(int id, void** data, void** grad) {
   if (grad) *grad = base_g + off;
 }
 
-void Optimizer::set_external_grad(int id, const void* grad) { param(id).external_grad = grad; }
+void Optimizer::set_external_grad(int id, const void* grad) {
+  param(id);  // validates the id
+  grad_marks_.set_external(static_cast<std::size_t>(id), grad);
+}
 
-void Optimizer::mark_no_grad(int id) { param(id).has_grad = false; }
+void Optimizer::mark_no_grad(int id) {
+  param(id);  // validates the id
+  grad_marks_.mark_no_grad(static_cast<std::size_t>(id));
+}
 
 int Optimizer::owner(int id) const {
   require(finalized_, DMUON_ERR_NOT_FINALIZED, "dmuon_param_owner: call dmuon_optimizer_finalize first");

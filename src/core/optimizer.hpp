@@ -9,6 +9,7 @@
 
 #include "backends/backend.hpp"
 #include "core/context.hpp"
+#include "core/grad_marks.hpp"
 #include "core/lr_schedule.hpp"
 #include "core/options.hpp"
 #include "core/plan.hpp"
@@ -44,6 +45,7 @@ class Optimizer {
   bool finalized() const { return finalized_; }
   ParamRecord& param(int id);
   const Registry& registry() const { return registry_; }
+  const GradMarks& grad_marks() const { return grad_marks_; }
   dmuon_context_s* context() const { return ctx_; }
   Backend& backend() const { return *ctx_->backend; }
   const Layout& layout() const { return layout_; }
@@ -127,7 +129,13 @@ class Optimizer {
   // the storage's addresses); declared after storage_, so destroyed before it.
   StepStatePtr step_state_;
 
-  std::vector<AdamScalarRow> adam_rows_;      // host copy, rewritten each step
+  std::vector<AdamScalarRow> adam_rows_;      // host copy of the scalar table
+  std::vector<AdamRowSource> adam_sources_;   // indexed like adam_rows_
+  // The Adam options the rows' scalars were written from (none: not written
+  // since the plan), and whether gradient marks took part.
+  std::optional<std::array<double, 5>> adam_scalars_;
+  bool adam_rows_marked_ = false;
+  GradMarks grad_marks_;
   std::vector<MuonShapeBatch> muon_batches_;  // this rank's owned matrices, grouped by shape
 
   int accumulation_ = 1;   // micro-batches per step

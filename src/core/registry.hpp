@@ -26,9 +26,6 @@ struct ParamRecord {
   int owner = -1;        // Muon: owning rank; Adam: -1 (replicated)
   int64_t offset = 0;    // element offset in its (kind, dtype) flat buffer
   int adam_row = -1;     // Adam: row in the scalar table (and step-count slot)
-  // Per-step state on the host:
-  bool has_grad = true;            // cleared by dmuon_mark_no_grad for one step
-  const void* external_grad = nullptr;
 
   int64_t rows() const { return shape[0]; }
   int64_t cols() const { return shape.size() > 1 ? shape[1] : 1; }

@@ -45,11 +45,20 @@ class Storage {
 // What a plan needs before it can be adopted without a failure path: its
 // storage (none when the plan is the optimizer's current one) and this
 // rank's Newton-Schulz batches.
+// Where an Adam row's per-step scalars come from: its parameter (for the
+// gradient marks) and the multipliers of the group's learning rate and decay.
+struct AdamRowSource {
+  int param_id;
+  double lr_mul;
+  double wd_mul;
+};
+
 struct PreparedState {
   bool fresh = false;  // false: the current storage stays
   Storage storage;
   std::vector<MuonShapeBatch> muon_batches;
-  std::vector<AdamScalarRow> adam_rows;  // sized, rewritten each step
+  std::vector<AdamScalarRow> adam_rows;     // placement filled in; the scalars are written by the step
+  std::vector<AdamRowSource> adam_sources;  // indexed like adam_rows
 };
 
 // This rank's owned matrices grouped by (dtype, rows, cols), in registration

@@ -36,9 +36,10 @@ std::string fingerprint(dmuon_optimizer_t opt) {
   const dmuon_options_t& op = o.options();
   s.write(reinterpret_cast<const char*>(&op), sizeof op);
   s << "|finalized " << o.finalized();
-  for (const dmuon::ParamRecord& p : o.registry().all()) {
-    s << "|" << p.describe() << " " << p.lr_mul << " " << p.wd_mul << " " << p.has_grad << " " << p.external_grad
-      << " owner " << p.owner << " offset " << p.offset;
+  for (std::size_t i = 0; i < o.registry().size(); ++i) {
+    const dmuon::ParamRecord& p = o.registry()[i];
+    s << "|" << p.describe() << " " << p.lr_mul << " " << p.wd_mul << " " << o.grad_marks().has_grad(i) << " "
+      << o.grad_marks().external(i) << " owner " << p.owner << " offset " << p.offset;
   }
   for (const auto& kv : o.user_attributes) s << "|user " << kv.first << "=" << kv.second;
   for (const auto& kv : o.restored_attributes) s << "|restored " << kv.first << "=" << kv.second;
