@@ -159,13 +159,14 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
         Vec<T>::store(param + i, p[u]);
         store_f4(m + i, mm[u], V);
         store_f4(v + i, vv[u], V);
-      } else {
-        for (int64_t j = i; j < end; ++j) {  // the row's ragged end
-          store_result(param, master, j, adam_element(load_start(param, master, j), load_f32(grad, j) * clip, m[j], v[j], r, d));
-        }
       }
     }
   }
+  // The row's ragged end (fewer than V elements): one element per thread,
+  // rather than one thread waiting for each element's loads in turn.
+  const int64_t j = c.start + c.count / V * V + threadIdx.x;
+  if (j < end)
+    store_result(param, master, j, adam_element(load_start(param, master, j), load_f32(grad, j) * clip, m[j], v[j], r, d));
   // The row's step count advances once, after every chunk of the row has read
   // it: by the row's last block to finish (a separate kernel would be one more
   // graph node, which costs more than the pass itself for tiny tensors). Every
