@@ -173,18 +173,20 @@ void Optimizer::step() {
   // 1. External gradients into the flat buffers; parameters without a
   //    gradient contribute zeros (to the average and to the norm).
   std::optional<NvtxRange> phase(std::in_place, "dmuon: gradients in");
-  for (std::size_t i = 0; grad_marks_.any() && i < registry_.size(); ++i) {
-    const bool has_grad = grad_marks_.has_grad(i);
-    const void* external = grad_marks_.external(i);
-    if (has_grad && !external) continue;
-    const ParamRecord& p = registry_[i];
-    void* grad = nullptr;
-    param_view(static_cast<int>(i), nullptr, &grad);
-    const std::size_t bytes = static_cast<std::size_t>(p.numel) * dtype_size(p.dtype);
-    if (!has_grad)
-      b.zero(grad, bytes);
-    else
-      b.copy(grad, external, bytes);
+  if (grad_marks_.any()) {
+    for (std::size_t i = 0; i < registry_.size(); ++i) {
+      const bool has_grad = grad_marks_.has_grad(i);
+      const void* external = grad_marks_.external(i);
+      if (has_grad && !external) continue;
+      const ParamRecord& p = registry_[i];
+      void* grad = nullptr;
+      param_view(static_cast<int>(i), nullptr, &grad);
+      const std::size_t bytes = static_cast<std::size_t>(p.numel) * dtype_size(p.dtype);
+      if (!has_grad)
+        b.zero(grad, bytes);
+      else
+        b.copy(grad, external, bytes);
+    }
   }
 
   // 2. Average the gradients: Adam replicated, Muon onto its owners.
@@ -210,8 +212,8 @@ void Optimizer::step() {
       const Dtype dt = static_cast<Dtype>(d);
       const int64_t seg = storage_.muon[d].segment_elements;
       if (seg) b.accumulate_sumsq(storage_.muon[d].grad, dt, ctx_->rank * seg, seg, 1.0, storage_.stats);
-      if (ctx_->rank == 0 && storage_.adam[d].elements) b.accumulate_sumsq(storage_.adam[d].grad, dt, 0, storage_.adam[d].elements, adam_grad_scale[d],
-                           storage_.stats);
+      if (ctx_->rank == 0 && storage_.adam[d].elements)
+        b.accumulate_sumsq(storage_.adam[d].grad, dt, 0, storage_.adam[d].elements, adam_grad_scale[d], storage_.stats);
     }
     if (world > 1) b.allreduce_sum_f64(&storage_.stats->sumsq, 1);
   }

@@ -193,8 +193,7 @@ void CpuBackend::run(const char* what, const std::function<int()>& blocking,
   }
 }
 
-// fp32 is reduced in place and left as the sum (allreduce_leaves_sum); bf16
-// is widened for MPI and divided where it is rounded back.
+// What it leaves: see allreduce_leaves_sum (cpu_backend.hpp).
 void CpuBackend::allreduce_gradients(void* buf, int64_t count, Dtype dtype) {
   if (count == 0 || world_ == 1) return;  // the sum over one rank is itself
   check_not_failed("MPI_Allreduce of gradients");

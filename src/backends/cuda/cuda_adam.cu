@@ -37,7 +37,6 @@ __global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_
   finish_step_stats(*s, norm_computed ? h->max_norm : 0.0, skip_nonfinite, norm_computed);
 }
 
-
 // Element access in groups of V (16 bytes of parameters), then the shared
 // element function of scalar_table.hpp on each.
 
@@ -321,28 +320,22 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const fl
   // Unfinished statistics (finish_stats): every launch derives the factor,
   // the first one finishes them.
   const int derive = st.stats_unfinished != nullptr;
-  StepStats* finish = st.stats_unfinished;
-  st.stats_unfinished = nullptr;
   for (int d = 0; d < kNumDtypes; ++d) {
     if (!st.num_chunks[d]) continue;
     const AdamBuffers& b = buffers[d];
     const int unroll = adam_tiling(static_cast<Dtype>(d)).unroll;
     if (static_cast<Dtype>(d) == Dtype::fp32)
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<float*>(b.param), static_cast<const float*>(b.grad),
-                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, st.row_done, stats, finish, derive,
-                  grad_scale[d]);
+                  b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, st.row_done, stats,
+                  st.stats_unfinished, derive, grad_scale[d]);
     else
       launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<uint16_t*>(b.param),
                   static_cast<const uint16_t*>(b.grad), b.exp_avg, b.exp_avg_sq, b.master, st.chunks[d], dev_rows,
-                  steps, st.row_done, stats, finish, derive, grad_scale[d]);
+                  steps, st.row_done, stats, st.stats_unfinished, derive, grad_scale[d]);
     launch_check("adam_kernel");
-    finish = nullptr;
+    st.stats_unfinished = nullptr;
   }
-  // No dtype had chunks (every row has one, so not expected): finish them alone.
-  if (finish) {
-    st.stats_unfinished = finish;
-    finish_unfinished_stats(st);
-  }
+  finish_unfinished_stats(st);  // no dtype had chunks (every row has one, so not expected)
 }
 
 }  // namespace dmuon
