@@ -5,7 +5,8 @@
 //     device time per step (steps queued behind a held stream, so the host's
 //     pace does not enter), host time per dmuon_step call, and the floor of
 //     one device copy of the optimizer's bytes (at one rank there is no
-//     all-reduce);
+//     all-reduce); and the step graph's device time with Newton-Schulz on
+//     the cuBLAS GEMMs instead of the fused small-matrix kernel;
 //   - Adam over 1000 tiny tensors (mixes.hpp's tiny_adam), fp32 and bf16,
 //     eager and step graph: GPU time per step.
 // bench_torch_small.py times torch (Muon + fused AdamW) on the same sets.
@@ -95,6 +96,13 @@ int main(int argc, char** argv) {
       bench::result(tag + "_device_us", device_us_per_step(run, 6, 10));
       bench::result(tag + "_host_us", run.host_cost(6, 10).median_us);
     }
+    // The same step graph with Newton-Schulz on the cuBLAS GEMMs instead of
+    // the fused small-matrix kernel (muon_ns_symmetric off), side by side.
+    dmuon_options_t o = DMUON_OPTIONS_INIT;
+    o.cuda_step_graph = 1;
+    o.muon_ns_symmetric = DMUON_NS_SYMMETRIC_OFF;
+    bench::Run run(m.params, o);
+    bench::result(std::string("small_") + m.tag + "_gemm_graph_device_us", device_us_per_step(run, 6, 10));
   }
   for (int dtype : {DMUON_DTYPE_FP32, DMUON_DTYPE_BF16}) {
     const std::string d = dtype == DMUON_DTYPE_FP32 ? "fp32" : "bf16";

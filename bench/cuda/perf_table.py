@@ -58,6 +58,10 @@ for m in ("demo", "mlp256"):
             d <= 30 if goal else None)
         row(f"{m} step, {mode}: host time per dmuon_step", f"{h:.1f} us", "", "", "<= 30 us" if goal else "",
             h <= 30 if goal else None)
+        gemm = r.get(f"small_{m}_gemm_graph_device_us")
+        if goal and gemm:
+            row(f"{m} step, graph: device time, fused small-matrix Newton-Schulz vs the cuBLAS GEMMs",
+                f"{d:.1f} us", f"{gemm:.1f} us", f"{gemm / d:.2f}x", "", None)
         tb = best(f"torch_small_{m}_eager_ms", f"torch_small_{m}_graph_ms")
         if ms and tb:
             row(f"{m} step, {mode}, back to back vs torch Muon + fused AdamW (best of eager, graph)",

@@ -1,9 +1,14 @@
 // Muon on the "cuda" backend: each step's update against the float64
-// reference (bf16 Newton-Schulz tolerance), against the "cpu" backend when it
+// reference (bf16 Newton-Schulz tolerance), through the fused small-matrix
+// kernel and through the GEMMs, against the "cpu" backend when it
 // has Muon, and per-shape CUDA-graph replay bitwise equal to eager execution,
 // including the loud eager fallback after a failed capture.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
+#include "backends/cuda/cuda_ns_fused.hpp"
 #include "gpu/gpu_backend.hpp"
 
 namespace {
@@ -21,6 +26,8 @@ const std::vector<Spec> kMuonModel = {
     {"square", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 128}},
     {"wide_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {32, 200}},
     {"tall_fp32", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {300, 40}},
+    {"odd_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {20, 50}},   // fused, padded to 32 x 64
+    {"tall_odd", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {100, 36}},  // fused, read as its transpose
     {"bias", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {50}},
 };
 
@@ -62,6 +69,16 @@ void check_against_reference(const dmuon_options_t& o, int steps) {
       EXPECT_LT(std::sqrt(num), std::sqrt(0.04 * 0.04 * den + quant)) << s.name << " step " << step;
     }
   }
+  // By default the shapes of at most kNsFusedMaxK x kNsFusedMaxN run the
+  // fused kernel and the others the GEMMs; with the option off, all the GEMMs.
+  std::istringstream lines(cuda_of(gpu).kernel_choices());
+  for (std::string line; std::getline(lines, line);) {
+    long r = 0, c = 0;
+    if (std::sscanf(line.c_str(), "ns %ldx%ld", &r, &c) != 2) continue;
+    const bool small = std::min(r, c) <= dmuon::kNsFusedMaxK && std::max(r, c) <= dmuon::kNsFusedMaxN;
+    const bool fused = small && o.muon_ns_symmetric == DMUON_NS_SYMMETRIC_AUTO;
+    EXPECT_NE(line.find(fused ? "gram=fused_small" : "gram=cublas_gemm"), std::string::npos) << line;
+  }
 }
 
 TEST(CudaMuon, MatchesFloat64ReferenceNesterov) { check_against_reference(muon_options(), 4); }
@@ -73,6 +90,15 @@ TEST(CudaMuon, MatchesFloat64ReferencePlainMomentumPolarExpress) {
   o.muon_ns_steps = 6;
   o.muon_scale = DMUON_SCALE_MATCH_ADAMW_RMS;
   o.muon_lr = 0.02;
+  check_against_reference(o, 3);
+}
+
+// The GEMM path of the same shapes (the default for larger ones), with an
+// even number of iterations so the result ends in the other workspace.
+TEST(CudaMuon, PlainGemmsMatchFloat64Reference) {
+  dmuon_options_t o = muon_options();
+  o.muon_ns_symmetric = DMUON_NS_SYMMETRIC_OFF;
+  o.muon_ns_steps = 4;
   check_against_reference(o, 3);
 }
 

@@ -136,7 +136,8 @@ TEST(CudaNsSymmetric, ReplayIsBitwiseEager) {
     EXPECT_NE(cuda_of(graph).kernel_choices().find("gram=sym_blocks4"), std::string::npos) << cuda_of(graph).kernel_choices();
 }
 
-// Shapes of at least kNsTuneMinRows rows are timed; the rest is not. The
+// Shapes of at least kNsTuneMinRows rows are timed; the rest is not (the
+// smallest of them run the fused kernel). The
 // choice is each rank's own (timed on its GPU, cached in its directory, no
 // communication), so the tests of it run on MPI_COMM_SELF: at any number of
 // ranks each rank owns every shape and checks the whole sequence.
@@ -145,7 +146,8 @@ const std::vector<Spec> kTimed = {
     {"tall", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {512, 256}},
     {"pair_a", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {256, 256}},
     {"pair_b", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {256, 256}},
-    {"small", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {64, 96}},
+    {"small", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {64, 96}},    // fused
+    {"long", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 1100}},  // under 256 rows, too large to fuse
 };
 const std::vector<std::array<int64_t, 3>> kTimedKeys = {{256, 512, 1}, {512, 256, 1}, {256, 256, 2}};
 
@@ -190,6 +192,7 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
     const std::string choices = cuda_of(a).kernel_choices();
     EXPECT_NE(choices.find("(timed choice)"), std::string::npos) << choices;
     EXPECT_NE(choices.find("under 256 rows"), std::string::npos) << choices;
+    EXPECT_NE(choices.find("ns 64x96 fp32 x1: gram=fused_small (one kernel, not timed)"), std::string::npos) << choices;
     for (const auto& k : kTimedKeys) {
       const dmuon::NsTuner::Choice* c = cuda_of(a).ns_tuner().choice(k[0], k[1], int(k[2]));
       ASSERT_NE(c, nullptr);
@@ -283,7 +286,7 @@ TEST(CudaNsSymmetric, DisabledOrUnwritableCacheOnlyCostsTiming) {
     for (std::size_t at = choices.find("symmetric products off"); at != std::string::npos;
          at = choices.find("symmetric products off", at + 1))
       ++off;
-    EXPECT_EQ(off, 4u) << choices;  // the four shapes of kTimed
+    EXPECT_EQ(off, 5u) << choices;  // the five shapes of kTimed
   }
   // Only the blocker file: no cache file was written by any of them.
   std::FILE* ls = popen(("ls -A '" + dir + "'").c_str(), "r");

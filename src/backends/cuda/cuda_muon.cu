@@ -4,14 +4,16 @@
 // newton_schulz_iterate template over a cuBLAS engine), and the update. Each
 // shape is captured in a CUDA graph after one eager warm-up call and replayed.
 // The two symmetric products of an iteration may run over row blocks
-// (cuda_ns_symmetric.cu), or the Gram iteration may replace the plain one, as
-// chosen per shape at its first call (cuda_ns_tune.cu).
+// (cuda_ns_symmetric.cu), the Gram iteration may replace the plain one, or a
+// small shape may run normalisation and iterations in one kernel
+// (cuda_ns_fused.cu), as chosen per shape at its first call (cuda_ns_tune.cu).
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_block_sum.cuh"
+#include "backends/cuda/cuda_ns_fused.hpp"
 #include "backends/cuda/cuda_ns_symmetric.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
@@ -120,16 +122,10 @@ __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict_
 }
 
 // X /= max(factor * ||X||_F, eps), the norm summed from the partials in a
-// fixed order (each block sums them itself, all threads at once, then the
-// fixed tree of block_sum: no extra launch, deterministic).
+// fixed order by each block itself (no extra launch, deterministic).
 __global__ void __launch_bounds__(kThreads) normalise_kernel(uint16_t* X, const float* partials, int64_t numel,
                                                              float factor, float eps) {
-  __shared__ float scale;
-  double s = 0.0;
-  for (unsigned j = threadIdx.x; j < gridDim.x; j += kThreads) s += partials[blockIdx.y * gridDim.x + j];
-  s = block_sum(s);
-  if (threadIdx.x == 0) scale = 1.f / fmaxf(factor * static_cast<float>(sqrt(s)), eps);
-  __syncthreads();
+  const float scale = norm_scale_from_partials(partials + blockIdx.y * gridDim.x, gridDim.x, factor, eps);
   uint16_t* x = X + blockIdx.y * numel;
   const int64_t stride = int64_t(gridDim.x) * kThreads;
   if ((numel & (kVec - 1)) == 0) {
@@ -357,11 +353,16 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
   momentum_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<const T*>(buf.grad), buf.momentum, mats, hdr, stats,
                                                        numel, hyper.nesterov, w.X, w.partials);
   launch_check("momentum_kernel");
-  normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, static_cast<float>(ns_norm_factor(hyper.ns_schedule)),
-                                                     hyper.ns_eps);
-  launch_check("normalise_kernel");
-  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps),
-                             w.sym_blocks == kNsGramBlocks);
+  const float norm_factor = static_cast<float>(ns_norm_factor(hyper.ns_schedule));
+  uint16_t* out = nullptr;
+  if (w.fused) {
+    out = ns_fused_iterate(st, w, ns_coefficients(hyper.ns_schedule, hyper.ns_steps), norm_factor, hyper.ns_eps);
+  } else {
+    normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, norm_factor, hyper.ns_eps);
+    launch_check("normalise_kernel");
+    out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps),
+                     w.sym_blocks == kNsGramBlocks);
+  }
   update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), buf.master, mats, stats, numel, out);
   launch_check("update_kernel");
 }

@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_block_sum.cuh"
+#include "backends/cuda/cuda_ns_fused.hpp"
 #include "backends/cuda/cuda_ns_symmetric.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
@@ -205,6 +206,8 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w, int symmetric) {
                                    : std::to_string(k) + " rows") +
                ")";
     }
+  } else if ((c.fused = ns_fused_fits(w.rows, w.cols))) {
+    c.note = "fused_small (one kernel, not timed)";
   } else if (k < kNsTuneMinRows) {
     c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)";
   } else if (!fits_any()) {
@@ -260,6 +263,7 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w, int symmetric) {
   // Only what the option left to this backend is shared with its other
   // optimizers: a forced or disabled choice is one optimizer's own.
   if (symmetric == DMUON_NS_SYMMETRIC_AUTO) choices_[key] = c;
+  w.fused = c.fused;
   w.gram_note = c.note;
   w.gram_chosen = true;
 }

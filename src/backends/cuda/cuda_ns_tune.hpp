@@ -3,11 +3,13 @@
 // Gram Newton-Schulz (core/newton_schulz.hpp) on wide enough shapes,
 // chosen at the shape's first use by timing each candidate on the GPU with a
 // numerical cross-check, and remembered per backend and on disk
-// (ns_tuning_cache.hpp). Which products may be used is the optimizer's
-// option muon_ns_symmetric (it changes results): DMUON_NS_SYMMETRIC_AUTO
-// (default): timed; DMUON_NS_SYMMETRIC_OFF: plain always; 2, 4 or 8: that
-// block count wherever it fits (no timing); DMUON_NS_SYMMETRIC_GRAM
-// (kNsGramBlocks): Gram Newton-Schulz wherever it fits (no timing). The cache
+// (ns_tuning_cache.hpp); a shape of at most kNsFusedMaxK x kNsFusedMaxN runs
+// the fused kernel (cuda_ns_fused.hpp) instead, untimed. Which products may
+// be used is the optimizer's option muon_ns_symmetric (it changes results):
+// DMUON_NS_SYMMETRIC_AUTO (default): fused or timed; DMUON_NS_SYMMETRIC_OFF:
+// plain always; 2, 4 or 8: that block count wherever it fits (no timing);
+// DMUON_NS_SYMMETRIC_GRAM (kNsGramBlocks): Gram Newton-Schulz wherever it
+// fits (no timing). The cache
 // comes from the environment:
 //   DMUON_NS_CACHE      0 or off: neither read nor write the cache file
 //   DMUON_CACHE_DIR     the cache directory (else $XDG_CACHE_HOME/dmuon, else ~/.cache/dmuon)
@@ -58,6 +60,7 @@ class NsTuner {
   struct Choice {
     int blocks = 0;           // 0: plain products, kNsGramBlocks: Gram, p: symmetric over p row blocks
     int best_sym_blocks = 0;  // fastest candidate other than plain that passed the check (0: none)
+    bool fused = false;       // the fused kernel of a small shape (cuda_ns_fused.hpp)
     double plain_ms = 0, sym_ms = 0;
     // Per GEMM role (X X^T, A A, B X) of the chosen products: the cuBLASLt
     // candidate algorithm used (0: the heuristic's first), timed with them.
