@@ -272,8 +272,31 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const fl
                               const AdamScalarRow* rows, int num_rows, int64_t* steps, const StepStats* stats) {
   require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: adam_update outside a step");
   CudaStepState& st = *current_;
-  const auto* dev_rows =
-      static_cast<const AdamScalarRow*>(stage(kPieceAdam, rows, sizeof(AdamScalarRow) * static_cast<std::size_t>(num_rows)));
+  if (!st.forked) {
+    adam_enqueue(st, st.stream, buffers, grad_scale, rows, num_rows, steps, stats);
+    return;
+  }
+  // Beside the Muon work enqueued since muon_fork; the step's stream joins it
+  // at once, so everything enqueued after this call follows both.
+  st.forked = false;
+  cuda_check(cudaStreamWaitEvent(st.adam_stream, st.muon_fork, 0), "cudaStreamWaitEvent (Adam fork)");
+  auto join = [&st]() { return cudaEventRecord(st.adam_done, st.adam_stream) == cudaSuccess &&
+                               cudaStreamWaitEvent(st.stream, st.adam_done, 0) == cudaSuccess; };
+  try {
+    adam_enqueue(st, st.adam_stream, buffers, grad_scale, rows, num_rows, steps, stats);
+  } catch (...) {
+    join();  // a capture must not end with the Adam stream still forked
+    throw;
+  }
+  require(join(), DMUON_ERR_CUDA, "cuda backend: joining the Adam update to the step's stream failed");
+}
+
+void CudaBackend::adam_enqueue(CudaStepState& st, void* launch_stream, const AdamBuffers (&buffers)[kNumDtypes],
+                               const float (&grad_scale)[kNumDtypes], const AdamScalarRow* rows, int num_rows,
+                               int64_t* steps, const StepStats* stats) {
+  const cudaStream_t launch = static_cast<cudaStream_t>(launch_stream);
+  const auto* dev_rows = static_cast<const AdamScalarRow*>(
+      stage(kPieceAdam, rows, sizeof(AdamScalarRow) * static_cast<std::size_t>(num_rows), launch));
   if (replaying()) return;
   if (st.adam_rows != num_rows) {
     // Chunk lists depend only on the plan (offsets, sizes): built once, at the
@@ -297,7 +320,7 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const fl
     cudaFree(st.row_done);
     st.row_done = nullptr;
     cuda_check(cudaMalloc(&st.row_done, sizeof(int) * std::max(num_rows, 1)), "cudaMalloc (Adam row counters)");
-    cuda_check(cudaMemsetAsync(st.row_done, 0, sizeof(int) * std::max(num_rows, 1), st.stream), "cudaMemsetAsync (Adam row counters)");
+    cuda_check(cudaMemsetAsync(st.row_done, 0, sizeof(int) * std::max(num_rows, 1), launch), "cudaMemsetAsync (Adam row counters)");
     std::size_t total = 0;
     for (auto& l : lists) total += l.size();
     cuda_check(cudaHostAlloc(&st.chunks_host, sizeof(AdamChunk) * std::max<std::size_t>(total, 1), cudaHostAllocDefault),
@@ -311,7 +334,7 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const fl
       std::copy(lists[d].begin(), lists[d].end(), st.chunks_host + at);
       cuda_check(cudaMalloc(&st.chunks[d], sizeof(AdamChunk) * lists[d].size()), "cudaMalloc (Adam chunks)");
       cuda_check(cudaMemcpyAsync(st.chunks[d], st.chunks_host + at, sizeof(AdamChunk) * lists[d].size(),
-                                 cudaMemcpyHostToDevice, st.stream),
+                                 cudaMemcpyHostToDevice, launch),
                  "cudaMemcpyAsync (Adam chunks)");
       at += lists[d].size();
     }
@@ -325,11 +348,11 @@ void CudaBackend::adam_update(const AdamBuffers (&buffers)[kNumDtypes], const fl
     const AdamBuffers& b = buffers[d];
     const int unroll = adam_tiling(static_cast<Dtype>(d)).unroll;
     if (static_cast<Dtype>(d) == Dtype::fp32)
-      launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<float*>(b.param), static_cast<const float*>(b.grad),
+      launch_adam(unroll, st.num_chunks[d], launch, static_cast<float*>(b.param), static_cast<const float*>(b.grad),
                   b.exp_avg, b.exp_avg_sq, nullptr, st.chunks[d], dev_rows, steps, st.row_done, stats,
                   st.stats_unfinished, derive, grad_scale[d]);
     else
-      launch_adam(unroll, st.num_chunks[d], st.stream, static_cast<uint16_t*>(b.param),
+      launch_adam(unroll, st.num_chunks[d], launch, static_cast<uint16_t*>(b.param),
                   static_cast<const uint16_t*>(b.grad), b.exp_avg, b.exp_avg_sq, b.master, st.chunks[d], dev_rows,
                   steps, st.row_done, stats, st.stats_unfinished, derive, grad_scale[d]);
     launch_check("adam_kernel");

@@ -24,12 +24,15 @@ void mix(uint64_t& h, uint64_t w) { h = (h ^ w) * 1099511628211ull; }
 CudaStepState::CudaStepState() {
   cuda_check(cudaStreamCreateWithFlags(&own_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   cuda_check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate");
+  cuda_check(cudaStreamCreateWithFlags(&adam_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   stream = own_stream;
   for (cudaEvent_t& e : slot_done) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&main_done, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&caller_ready, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&step_done, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&uploads_done, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&muon_fork, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&adam_done, cudaEventDisableTiming), "cudaEventCreate");
   cublas_check(cublasCreate(&cublas), "cublasCreate");
   // A workspace of our own: cuBLAS then never allocates inside a step or a capture.
   cuda_check(cudaMalloc(&cublas_workspace, kCublasWorkspace), "cudaMalloc (cuBLAS workspace)");
@@ -42,6 +45,7 @@ CudaStepState::~CudaStepState() {
   // Destructors never throw: results are ignored, the memory goes either way.
   cudaStreamSynchronize(stream);
   cudaStreamSynchronize(side);
+  cudaStreamSynchronize(adam_stream);
   drop_step_graph();
   for (ShapeWork& w : shapes) w.release();
   for (Piece& p : pieces) {
@@ -66,6 +70,9 @@ CudaStepState::~CudaStepState() {
   cudaEventDestroy(caller_ready);
   cudaEventDestroy(step_done);
   cudaEventDestroy(uploads_done);
+  cudaEventDestroy(muon_fork);
+  cudaEventDestroy(adam_done);
+  cudaStreamDestroy(adam_stream);
   cudaStreamDestroy(side);
   cudaStreamDestroy(own_stream);
 }
@@ -385,7 +392,7 @@ void CudaBackend::allreduce_sum_f64(double* buf, int count) {
 }
 
 // ------------------------------------------------------------ scalar ring
-void* CudaBackend::stage(int piece, const void* host, std::size_t bytes) {
+void* CudaBackend::stage(int piece, const void* host, std::size_t bytes, void* reader) {
   require(current_ != nullptr, DMUON_ERR_INTERNAL, "cuda backend: scalars staged outside a step");
   CudaStepState& st = *current_;
   CudaStepState::Piece& pc = st.pieces[piece];
@@ -415,7 +422,8 @@ void* CudaBackend::stage(int piece, const void* host, std::size_t bytes) {
   // The slot was retired in begin_step (its event waited on), so it is free.
   std::memcpy(pc.host[st.slot], host, bytes);
   pc.last_slot = -1;
-  cuda_check(cudaMemcpyAsync(pc.dev, pc.host[st.slot], bytes, cudaMemcpyHostToDevice, st.upload_stream()),
+  cudaStream_t to = st.mode == CudaStepState::Mode::eager && reader ? as_stream(reader) : st.upload_stream();
+  cuda_check(cudaMemcpyAsync(pc.dev, pc.host[st.slot], bytes, cudaMemcpyHostToDevice, to),
              "cudaMemcpyAsync (scalar table upload)");
   pc.last_slot = st.slot;
   st.uploaded = true;
@@ -449,6 +457,7 @@ void CudaBackend::begin_step(StepState* state, const dmuon_options_t& o, uint64_
   st.mode = CudaStepState::Mode::eager;
   st.uploaded = false;
   st.stats_unfinished = nullptr;  // left by a step that failed before its Adam update
+  st.forked = false;              // likewise
   st.step_graph_wanted = o.cuda_step_graph == 1 && !st.step_graph_disabled;
   if (!st.step_graph_wanted) {
     st.drop_step_graph();

@@ -104,8 +104,10 @@ class CudaBackend final : public Backend {
   // Work that a poisoned backend cannot wait for may still use these: keep them.
   void keep_for_process_lifetime(std::unique_ptr<CudaStepState> state) noexcept;
   // Copies `bytes` of host data into the step's pinned ring slot for `piece`
-  // and enqueues its upload; returns the device copy (a fixed address).
-  void* stage(int piece, const void* host, std::size_t bytes);
+  // and enqueues its upload; returns the device copy (a fixed address). An
+  // eager step uploads on the stream of the work that reads it: the step's
+  // stream, or `reader` (a cudaStream_t) when given.
+  void* stage(int piece, const void* host, std::size_t bytes, void* reader = nullptr);
   PinnedStaging& pinned_staging();  // made at the first large host transfer
   // Work enqueued on `stream` from now on follows what the calling thread
   // enqueued before on the legacy default stream (host transfers outside steps).
@@ -125,6 +127,11 @@ class CudaBackend final : public Backend {
   CudaStepState* current_ = nullptr;  // the state of the step between begin_step and end_step
   // Launches the statistics finish that finish_stats left to the Adam kernel.
   void finish_unfinished_stats(CudaStepState& st);
+  // adam_update's work on `launch` (a cudaStream_t): the step's stream, or the
+  // Adam stream forked from it.
+  void adam_enqueue(CudaStepState& st, void* launch, const AdamBuffers (&buffers)[kNumDtypes],
+                    const float (&grad_scale)[kNumDtypes], const AdamScalarRow* rows, int num_rows, int64_t* steps,
+                    const StepStats* stats);
   bool fail_next_capture_ = false;
   std::string choices_log_;         // shape choices and fallbacks, for kernel_choices()
   std::unique_ptr<NsTuner, NsTunerDeleter> ns_tuner_;

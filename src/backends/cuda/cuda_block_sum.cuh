@@ -18,16 +18,20 @@ __device__ V block_sum(V x) {
   return sh[0];
 }
 
-// The Muon normalisation's factor 1 / max(factor * ||X||_F, eps), ||X||_F^2
-// summed from the momentum pass's `count` partial sums in a fixed order, the
-// same in every block that asks (the normalisation kernel and the fused
-// Newton-Schulz). Called by every thread of the block.
+// The Muon normalisation's factor 1 / max(factor * ||X||_F, eps) from ||X||_F^2.
+__device__ inline float norm_scale(double sumsq, float factor, float eps) {
+  return 1.f / fmaxf(factor * static_cast<float>(sqrt(sumsq)), eps);
+}
+
+// norm_scale with ||X||_F^2 summed from the momentum pass's `count` partial
+// sums in a fixed order, the same in every block that asks (the normalisation
+// kernel). Called by every thread of the block.
 __device__ inline float norm_scale_from_partials(const float* partials, unsigned count, float factor, float eps) {
   __shared__ float scale;
   double s = 0.0;
   for (unsigned j = threadIdx.x; j < count; j += kThreads) s += partials[j];
   s = block_sum(s);
-  if (threadIdx.x == 0) scale = 1.f / fmaxf(factor * static_cast<float>(sqrt(s)), eps);
+  if (threadIdx.x == 0) scale = norm_scale(s, factor, eps);
   __syncthreads();
   return scale;
 }

@@ -5,7 +5,7 @@
 // shape is captured in a CUDA graph after one eager warm-up call and replayed.
 // The two symmetric products of an iteration may run over row blocks
 // (cuda_ns_symmetric.cu), the Gram iteration may replace the plain one, or a
-// small shape may run normalisation and iterations in one kernel
+// small shape may run its whole step, momentum to update, in one kernel
 // (cuda_ns_fused.cu), as chosen per shape at its first call (cuda_ns_tune.cu).
 #include <algorithm>
 #include <cstring>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_block_sum.cuh"
+#include "backends/cuda/cuda_muon_elements.cuh"
 #include "backends/cuda/cuda_ns_fused.hpp"
 #include "backends/cuda/cuda_ns_symmetric.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
@@ -68,16 +69,10 @@ __device__ inline void store8(uint16_t* p, const Vec8& r) {
   *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// torch.optim.Muon's momentum: buf = m buf + (1-m) g; the update is
-// (1-m) g + m buf with Nesterov, else buf. Written as bf16 into X in the
-// matrix's own row-major order (a tall matrix is handled by the engine's
-// column-major view, not by a transpose), with per-block sums of squares of
-// the rounded values for the Frobenius norm. Inactive or skipped: X = 0 and
-// the momentum untouched.
-__device__ inline float momentum_element(float g, float& b, float m, int nesterov) {
-  b = m * b + (1.f - m) * g;
-  return nesterov ? (1.f - m) * g + m * b : b;
-}
+// The momentum (momentum_element), written as bf16 into X in the matrix's own
+// row-major order (a tall matrix is handled by the engine's column-major view,
+// not by a transpose), with per-block sums of squares of the rounded values
+// for the Frobenius norm. Inactive or skipped: X = 0 and the momentum untouched.
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict__ grad, float* __restrict__ momentum,
@@ -140,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) normalise_kernel(uint16_t* X, const 
   }
 }
 
-// p = p * decay - lr * O (decay and lr per matrix, from the staged table).
+// update_element (decay and lr per matrix, from the staged table).
 // With master weights (bf16 only; `master` null otherwise, indexed like the
 // momentum) the update starts from the master, or from the parameter the
 // program wrote (master_or_param), and stores the master and its rounding.
@@ -162,7 +157,7 @@ __global__ void __launch_bounds__(kThreads) update_kernel(T* __restrict__ param,
         for (int k = 0; k < kVec; ++k) pv.v[k] = master_or_param(wv.v[k], float_to_bf16(pv.v[k]));
       }
       const Vec8 ov = load8(o + v * kVec);
-      for (int k = 0; k < kVec; ++k) pv.v[k] = pv.v[k] * mt.decay - mt.lr * ov.v[k];
+      for (int k = 0; k < kVec; ++k) pv.v[k] = update_element(pv.v[k], mt.decay, mt.lr, ov.v[k]);
       if (w) store8(w + v * kVec, pv);
       store8(p + v * kVec, pv);
     }
@@ -170,7 +165,7 @@ __global__ void __launch_bounds__(kThreads) update_kernel(T* __restrict__ param,
     for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < numel; i += stride) {
       const int64_t j = mt.offset + i;
       const float start = w ? master_or_param(w[i], float_to_bf16(load_f32(param, j))) : load_f32(param, j);
-      const float next = start * mt.decay - mt.lr * bf16_to_float(o[i]);
+      const float next = update_element(start, mt.decay, mt.lr, bf16_to_float(o[i]));
       if (w) w[i] = next;
       store_f32(param, j, next);
     }
@@ -349,20 +344,20 @@ template <class T>
 void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const MuonHyper& hyper,
                    const StepStats* stats, const MuonMatrix* mats, const MuonHeader* hdr) {
   const int64_t numel = w.rows * w.cols;
+  const float norm_factor = static_cast<float>(ns_norm_factor(hyper.ns_schedule));
+  if (w.fused) {
+    const NsFusedStep s{buf.grad, buf.param, buf.momentum, buf.master, mats, &hdr->momentum, stats, hyper.nesterov};
+    ns_fused_step(st, w, s, ns_coefficients(hyper.ns_schedule, hyper.ns_steps), norm_factor, hyper.ns_eps);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(w.blocks_per_matrix), static_cast<unsigned>(w.count));
   momentum_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<const T*>(buf.grad), buf.momentum, mats, hdr, stats,
                                                        numel, hyper.nesterov, w.X, w.partials);
   launch_check("momentum_kernel");
-  const float norm_factor = static_cast<float>(ns_norm_factor(hyper.ns_schedule));
-  uint16_t* out = nullptr;
-  if (w.fused) {
-    out = ns_fused_iterate(st, w, ns_coefficients(hyper.ns_schedule, hyper.ns_steps), norm_factor, hyper.ns_eps);
-  } else {
-    normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, norm_factor, hyper.ns_eps);
-    launch_check("normalise_kernel");
-    out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps),
-                     w.sym_blocks == kNsGramBlocks);
-  }
+  normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, norm_factor, hyper.ns_eps);
+  launch_check("normalise_kernel");
+  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps),
+                             w.sym_blocks == kNsGramBlocks);
   update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), buf.master, mats, stats, numel, out);
   launch_check("update_kernel");
 }
@@ -409,6 +404,9 @@ void CudaBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const st
   }
   char* dev = static_cast<char*>(stage(kPieceMuon, st.muon_table.data(), st.muon_table.size()));
   if (replaying()) return;
+  // The Adam update may start here, beside the Muon work (adam_update).
+  cuda_check(cudaEventRecord(st.muon_fork, st.stream), "cudaEventRecord (Adam fork)");
+  st.forked = true;
   at = sizeof h;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     run_shape(st, buffers[static_cast<int>(batches[i].dtype)], batches[i], i, hyper, stats, dev + at, dev);

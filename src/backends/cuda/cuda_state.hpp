@@ -146,6 +146,13 @@ struct CudaStepState final : StepState {
   cudaStream_t caller = nullptr;  // the user's stream, or cudaStreamLegacy: ordered with the step by events
   cudaEvent_t caller_ready = nullptr, step_done = nullptr;
   cudaStream_t side = nullptr;  // uploads of graph steps, outside the capture
+  // The Adam update runs beside the Muon update: it forks from `stream` where
+  // the Muon work begins (muon_fork, recorded only when some follows) and the
+  // stream joins it right after its launch (adam_done). Neither touches the
+  // other's buffers, and both only read the statistics, finished before the fork.
+  cudaStream_t adam_stream = nullptr;
+  cudaEvent_t muon_fork = nullptr, adam_done = nullptr;
+  bool forked = false;  // muon_fork recorded this step, the Adam update not yet launched
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* cublas_workspace = nullptr;  // shared by cuBLAS and cuBLASLt: both run in stream order
