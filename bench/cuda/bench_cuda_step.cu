@@ -5,6 +5,8 @@
 // learning-rate schedule on both groups and two metrics submitted (from
 // device memory) before every step, to show what those cost.
 // bench_torch_step.py times torch.optim.Muon + fused AdamW on the same set.
+#include <algorithm>
+
 #include "mixes.hpp"
 
 int main(int argc, char** argv) {
@@ -15,6 +17,21 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto set = bench::gpt2_small_step();
+  // What the step's floor is made of (gpu_table.py): the GEMM-counted flops of
+  // five plain quintic iterations per Muon matrix (X X^T and B X: 2 k^2 n each,
+  // A A: 2 k^3), and the bytes of the Adam pass (fp32: parameter, moments read
+  // and written, gradient read: 28 per element).
+  double ns_flop = 0, adam_bytes = 0;
+  for (const bench::Param& p : set) {
+    if (p.kind == DMUON_KIND_MUON) {
+      const double k = double(std::min(p.shape[0], p.shape[1])), n = double(std::max(p.shape[0], p.shape[1]));
+      ns_flop += 5 * (4 * k * k * n + 2 * k * k * k);
+    } else {
+      adam_bytes += 28.0 * double(p.numel());
+    }
+  }
+  bench::result("step_ns_plain_gflop", ns_flop / 1e9);
+  bench::result("step_adam_bytes", adam_bytes);
   struct Mode {
     const char* tag;
     int graphs, step_graph;

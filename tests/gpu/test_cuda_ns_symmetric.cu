@@ -172,7 +172,7 @@ TEST(CudaNsSymmetric, ChoiceIsCachedOnDiskAndReadBack) {
     configure(a, -1, dir);
     path = cuda_of(a).ns_tuner().cache_path();
     ASSERT_FALSE(path.empty());
-    EXPECT_EQ(path.rfind(dir + "/ns-tuning-v3-", 0), 0u) << path;
+    EXPECT_EQ(path.rfind(dir + "/ns-tuning-v4-", 0), 0u) << path;
     a.init();
     a.grads(0);
     ASSERT_EQ(dmuon_step(a.opt), DMUON_SUCCESS) << dmuon_context_last_error(a.ctx);

@@ -59,16 +59,16 @@ bool same(const NsCacheEntries& a, const NsCacheEntries& b) {
 
 TEST(NsTuningCache, FileNameCarriesFormatDeviceAndCublasVersion) {
   EXPECT_EQ(dmuon::ns_cache_file_name("NVIDIA H200", 9, 0, 132, 130100),
-            "ns-tuning-v3-NVIDIA_H200-cc90-132sm-cublas130100.txt");
+            "ns-tuning-v4-NVIDIA_H200-cc90-132sm-cublas130100.txt");
   // Anything outside [A-Za-z0-9._-] (a slash above all) becomes '_'.
-  EXPECT_EQ(dmuon::ns_cache_file_name("a/b c*", 8, 6, 84, 1), "ns-tuning-v3-a_b_c_-cc86-84sm-cublas1.txt");
-  EXPECT_EQ(dmuon::ns_cache_file_name("", 9, 0, 1, 1), "ns-tuning-v3-unknown-cc90-1sm-cublas1.txt");
+  EXPECT_EQ(dmuon::ns_cache_file_name("a/b c*", 8, 6, 84, 1), "ns-tuning-v4-a_b_c_-cc86-84sm-cublas1.txt");
+  EXPECT_EQ(dmuon::ns_cache_file_name("", 9, 0, 1, 1), "ns-tuning-v4-unknown-cc90-1sm-cublas1.txt");
 }
 
 TEST(NsTuningCache, FormatParsesBack) {
   const NsCacheEntries e = sample();
   const std::string text = dmuon::ns_cache_format(e);
-  EXPECT_EQ(text.rfind("dmuon-ns-tuning v3\n", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("dmuon-ns-tuning v4\n", 0), 0u) << text;
   NsCacheEntries back;
   ASSERT_TRUE(dmuon::ns_cache_parse(text, back)) << text;
   EXPECT_TRUE(same(e, back)) << text;
@@ -81,22 +81,23 @@ TEST(NsTuningCache, DamagedTextIsRefusedWhole) {
   const std::string good = dmuon::ns_cache_format(sample());
   const std::vector<std::string> bad = {
       "",
-      "dmuon-ns-tuning v3",                                         // no final newline
+      "dmuon-ns-tuning v4",                                         // no final newline
       "dmuon-ns-tuning v1\n",                                       // another format
       "dmuon-ns-tuning v2\n4096 4096 1 4 4 3.2 2.5 0 0 0\n",        // the format before Gram
+      "dmuon-ns-tuning v3\n4096 4096 1 4 4 3.2 2.5 0 0 2\n",        // algorithms timed one call at a time
       "dmuon-ns-tuning v1\n4096 4096 1 4 4 3.2 2.5\n",              // version 1 lines
-      "dmuon-ns-tuning v3\n4096 4096 1 4 4 3.2 2.5 0 0\n",          // a field missing
-      "dmuon-ns-tuning v3\n4096 4096 1 4 4 3.2 2.5 0 0 0 7\n",      // one too many
-      "dmuon-ns-tuning v3\n4096 4096 1 3 3 3.2 2.5 0 0 0\n",        // no such block count
-      "dmuon-ns-tuning v3\n4096 4096 1 4 2 3.2 2.5 0 0 0\n",        // chose other than the best symmetric
-      "dmuon-ns-tuning v3\n-4096 4096 1 4 4 3.2 2.5 0 0 0\n",       // negative
-      "dmuon-ns-tuning v3\n4096 4096 0 4 4 3.2 2.5 0 0 0\n",        // no matrices
-      "dmuon-ns-tuning v3\n4096 4096 1 4 4 nan 2.5 0 0 0\n",        // not a time
-      "dmuon-ns-tuning v3\n4096 4096 1 4 4 3.2 2.5x 0 0 0\n",       // trailing junk
-      "dmuon-ns-tuning v3\n4096 4096 1 4 4 3.2 2.5 0 -1 0\n",       // negative algorithm
-      "dmuon-ns-tuning v3\n4096 4096 1 4 4 3.2 2.5 0 64 0\n",       // algorithm index out of range
+      "dmuon-ns-tuning v4\n4096 4096 1 4 4 3.2 2.5 0 0\n",          // a field missing
+      "dmuon-ns-tuning v4\n4096 4096 1 4 4 3.2 2.5 0 0 0 7\n",      // one too many
+      "dmuon-ns-tuning v4\n4096 4096 1 3 3 3.2 2.5 0 0 0\n",        // no such block count
+      "dmuon-ns-tuning v4\n4096 4096 1 4 2 3.2 2.5 0 0 0\n",        // chose other than the best symmetric
+      "dmuon-ns-tuning v4\n-4096 4096 1 4 4 3.2 2.5 0 0 0\n",       // negative
+      "dmuon-ns-tuning v4\n4096 4096 0 4 4 3.2 2.5 0 0 0\n",        // no matrices
+      "dmuon-ns-tuning v4\n4096 4096 1 4 4 nan 2.5 0 0 0\n",        // not a time
+      "dmuon-ns-tuning v4\n4096 4096 1 4 4 3.2 2.5x 0 0 0\n",       // trailing junk
+      "dmuon-ns-tuning v4\n4096 4096 1 4 4 3.2 2.5 0 -1 0\n",       // negative algorithm
+      "dmuon-ns-tuning v4\n4096 4096 1 4 4 3.2 2.5 0 64 0\n",       // algorithm index out of range
       good.substr(0, good.size() - 5),                              // cut short
-      std::string("dmuon-ns-tuning v3\n\x01\xff\x00 1 2", 25) + "\n",
+      std::string("dmuon-ns-tuning v4\n\x01\xff\x00 1 2", 25) + "\n",
   };
   for (const std::string& t : bad) {
     NsCacheEntries out;

@@ -2,7 +2,7 @@
 // models simulations train have hidden matrices of 64 or so: there the three
 // cuBLAS GEMMs of an iteration each cost a launch and a tail far longer than
 // their arithmetic, and fifteen of them were most of a step's device time
-// (docs/decisions.md, "Small matrices: Newton-Schulz in one kernel"). The
+// (docs/decisions.md, "Small matrices: the whole Muon step in one kernel"). The
 // fused kernel runs momentum, normalisation, the iterations and the update of
 // each matrix of a shape's batch in one block's shared memory. Same arithmetic
 // as the separate passes and the GEMM path (bf16 operands, fp32 accumulation,

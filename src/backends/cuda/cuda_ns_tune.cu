@@ -408,9 +408,13 @@ NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cache
 }
 
 // Each GEMM role of the chosen products, once per candidate algorithm of its
-// plan (cuBLASLt's heuristic, best first): the call recorded from one
-// iteration, repeated on the same operands (its output is not one of its
-// inputs, so repeating it changes nothing). The fastest wins when it beats
+// plan (cuBLASLt's heuristic, best first): the three calls recorded from one
+// iteration, repeated in their order on the same operands (no call's output
+// is its own input, so repeating them changes nothing), the role timed with
+// the candidate and the others with their picks so far. Each call reads what
+// the one before wrote, as in a step: a call repeated alone timed the
+// candidates' throughput, and for small shapes that picked algorithms slower
+// inside the iteration (docs/decisions.md). The fastest wins when it beats
 // the heuristic's first by kNsTuneMinGain. Every candidate is a plain
 // cuBLASLt matmul, deterministic for a given device and cuBLAS build, so
 // eager and replayed steps still agree bit for bit. Synchronises the stream:
@@ -448,21 +452,30 @@ void NsTuner::time_algorithms(CudaStepState& st, ShapeWork& w, Choice& c) {
       continue;
     }
     const std::vector<cublasLtMatmulAlgo_t>& cand = *g.candidates;
-    auto launch = [&](std::size_t i) {
-      return cublasLtMatmul(st.lt, g.op, &g.alpha, g.A, g.a, g.B, g.b, &g.beta, g.C, g.c, g.D, g.c, &cand[i],
+    auto call = [&](const NsGemmCall& h, const cublasLtMatmulAlgo_t& algo) {
+      return cublasLtMatmul(st.lt, h.op, &h.alpha, h.A, h.a, h.B, h.b, &h.beta, h.C, h.c, h.D, h.c, &algo,
                             st.cublas_workspace, kCublasWorkspace, st.stream);
     };
     // One call each: a candidate cuBLASLt refuses (before enqueuing) drops out.
     std::vector<bool> ok(cand.size());
-    for (std::size_t i = 0; i < cand.size(); ++i) ok[i] = launch(i) == CUBLAS_STATUS_SUCCESS;
+    for (std::size_t i = 0; i < cand.size(); ++i) ok[i] = call(g, cand[i]) == CUBLAS_STATUS_SUCCESS;
     cuda_check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize (algorithm timing)");
     if (!ok[0]) {
       detail += std::string(" ") + kRole[r] + " 0 (first candidate refused)";
       continue;
     }
+    auto iteration = [&](std::size_t i) {
+      for (int q = 0; q < kNsGemmRoles; ++q) {
+        const NsGemmCall& h = rec[q];
+        if (q == r)
+          cublas_check(call(h, cand[i]), "cublasLtMatmul (algorithm timing)");
+        else if (h.valid && h.candidates && !h.candidates->empty())
+          cublas_check(call(h, algo_at(*h.candidates, c.algo[q])), "cublasLtMatmul (algorithm timing)");
+      }
+    };
     auto timed = [&](std::size_t i, int reps) {
       cuda_check(cudaEventRecord(t.e0, st.stream), "cudaEventRecord (tuning)");
-      for (int q = 0; q < reps; ++q) cublas_check(launch(i), "cublasLtMatmul (algorithm timing)");
+      for (int q = 0; q < reps; ++q) iteration(i);
       cuda_check(cudaEventRecord(t.e1, st.stream), "cudaEventRecord (tuning)");
       cuda_check(cudaEventSynchronize(t.e1), "cudaEventSynchronize (tuning)");
       float ms = 0;
@@ -481,7 +494,7 @@ void NsTuner::time_algorithms(CudaStepState& st, ShapeWork& w, Choice& c) {
     if (best[pick] > best[0] * (1.0 - kNsTuneMinGain)) pick = 0;
     c.algo[r] = static_cast<int>(pick);
     char b[96];
-    std::snprintf(b, sizeof b, " %s %d of %zu (%.4f ms, first %.4f)", kRole[r], c.algo[r], cand.size(), best[pick], best[0]);
+    std::snprintf(b, sizeof b, " %s %d of %zu (iteration %.4f ms, first %.4f)", kRole[r], c.algo[r], cand.size(), best[pick], best[0]);
     detail += b;
   }
   std::copy(std::begin(c.algo), std::end(c.algo), std::begin(w.algo));

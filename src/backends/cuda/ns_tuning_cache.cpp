@@ -17,7 +17,7 @@ namespace dmuon {
 
 namespace {
 
-const char kHeader[] = "dmuon-ns-tuning v3";
+const char kHeader[] = "dmuon-ns-tuning v4";
 // A real cache holds a line per shape; anything this large is not one.
 constexpr std::size_t kMaxFileBytes = std::size_t{1} << 20;
 

@@ -4,7 +4,7 @@
 // it, so its parsing and writing are tested on machines without a GPU.
 //
 // File: <dir>/ns-tuning-v<format>-<device>-cc<major><minor>-<sms>sm-cublas<version>.txt
-//   dmuon-ns-tuning v3
+//   dmuon-ns-tuning v4
 //   <rows> <cols> <count> <blocks> <best_symmetric_blocks> <plain_ms> <symmetric_ms> <algo0> <algo1> <algo2>
 //   ...
 // blocks 0 means the plain product, 1 Gram Newton-Schulz (kNsGramBlocks),
@@ -15,8 +15,9 @@
 // GEMM roles of an iteration (X X^T, A A, B X) in the chosen products (0: the
 // heuristic's first). Anything that does not parse makes the whole file count
 // as absent: a damaged cache costs a re-tuning, never an error. Version 1
-// files (no algorithms) and version 2 (no Gram candidate) have another name
-// and are not read: their shapes are timed again.
+// files (no algorithms), version 2 (no Gram candidate) and version 3
+// (algorithms timed one call at a time) have another name and are not read:
+// their shapes are timed again.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -25,7 +26,7 @@
 
 namespace dmuon {
 
-constexpr int kNsCacheFormat = 3;
+constexpr int kNsCacheFormat = 4;  // 4: the algorithm picks timed inside the iteration (cuda_ns_tune.cu)
 constexpr int kNsGramBlocks = 1;  // the `blocks` value of Gram Newton-Schulz
 constexpr int kNsCacheAlgos = 3;         // GEMM roles of an iteration
 constexpr int kNsCacheMaxAlgoIndex = 63;  // larger indices do not parse
