@@ -27,6 +27,11 @@ constexpr int kCheckBlocks = 64;  // per matrix: fixed, so the check sums in a f
 constexpr int kRounds = 3;        // timed rounds over the candidates (best of)
 constexpr float kTargetMs = 5.f;  // device time per candidate and round
 constexpr float kAlgoTargetMs = 1.f;  // the same for one GEMM's algorithm candidates
+// Shapes whose timed plain iteration (five steps) takes less keep the
+// heuristic's first algorithms: there the candidates differ by less than what
+// separates a timed loop from a step, and the picks that timed faster ran
+// slower inside the step (docs/decisions.md, "Algorithm timing").
+constexpr double kAlgoMinPlainMs = 0.1;
 static_assert(kNsCacheAlgos == kNsGemmRoles, "the cache keeps one algorithm per GEMM role");
 static_assert(kNsGramBlocks == DMUON_NS_SYMMETRIC_GRAM, "muon_ns_symmetric forces Gram with the cache's value");
 
@@ -426,6 +431,10 @@ void NsTuner::time_algorithms(CudaStepState& st, ShapeWork& w, Choice& c) {
   // one (one role would name GEMMs of several shapes): the heuristic's first.
   if (w.sym_blocks == kNsGramBlocks) {
     c.detail += "; algorithms: the heuristic's first (Gram)";
+    return;
+  }
+  if (c.plain_ms < kAlgoMinPlainMs) {
+    c.detail += "; algorithms: the heuristic's first (plain iteration under " + ms_text(kAlgoMinPlainMs) + ")";
     return;
   }
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));

@@ -147,9 +147,10 @@ struct CudaStepState final : StepState {
   cudaEvent_t caller_ready = nullptr, step_done = nullptr;
   cudaStream_t side = nullptr;  // uploads of graph steps, outside the capture
   // The Adam update runs beside the Muon update: it forks from `stream` where
-  // the Muon work begins (muon_fork, recorded only when some follows) and the
-  // stream joins it right after its launch (adam_done). Neither touches the
-  // other's buffers, and both only read the statistics, finished before the fork.
+  // the Muon work begins (muon_fork, recorded by muon_update when it enqueues
+  // work) and the stream joins it right after its launch (adam_done). Neither
+  // touches the other's buffers, and both only read the statistics, finished
+  // before the fork.
   cudaStream_t adam_stream = nullptr;
   cudaEvent_t muon_fork = nullptr, adam_done = nullptr;
   bool forked = false;  // muon_fork recorded this step, the Adam update not yet launched
