@@ -82,7 +82,7 @@ struct ShapeWork {
   // sym_blocks row blocks, chosen once per shape (cuda_ns_tune.cu).
   bool gram_chosen = false;
   int sym_blocks = 0;
-  bool fused = false;        // Newton-Schulz in the fused small-matrix kernel (cuda_ns_fused.hpp)
+  bool fused = false;        // the whole step in the fused small-matrix kernel (cuda_ns_fused.hpp)
   SymShapePtr sym;
   // Index, per GEMM role, into the plan's candidate algorithms (0: the
   // heuristic's first); timed with the products, kept in the cache.
