@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include <cuda_runtime.h>
@@ -45,6 +46,7 @@ dmuon_options_t muon_options() {
 // Each step from the GPU's own previous parameters: the update the GPU made
 // against the update the float64 reference makes from the same state.
 void check_against_reference(const dmuon_options_t& o, int steps) {
+  setenv("DMUON_NS_CLUSTER", "1", 1);  // the cluster kernel is opt-in (cuda_ns_cluster.hpp)
   Model gpu("cuda", kMuonModel, o);
   gpu.init();
   std::vector<ref::MuonState> st(kMuonModel.size());

@@ -12,6 +12,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "backends/backend.hpp"
 #include "backends/cuda/cuda_bf16_pair.cuh"
@@ -289,7 +291,8 @@ bool ns_cluster_shape(int64_t rows, int64_t cols) {
 }
 
 int ns_cluster_blocks(int64_t rows, int64_t cols, int count) {
-  if (!ns_cluster_shape(rows, cols) || count < 1) return 0;
+  const char* asked = std::getenv("DMUON_NS_CLUSTER");
+  if (!asked || std::string(asked) != "1" || !ns_cluster_shape(rows, cols) || count < 1) return 0;
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9)

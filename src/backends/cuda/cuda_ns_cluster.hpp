@@ -25,10 +25,11 @@ constexpr int64_t kNsClusterMaxN = 256;
 bool ns_cluster_shape(int64_t rows, int64_t cols);
 
 // Blocks per matrix the cluster kernel would use for `count` matrices of the
-// shape on the current device, or 0 where it does not run them: not a
-// cluster shape, no clusters (sm_90 needed), or not all `count` clusters on
-// the device at once (a larger batch keeps the GEMMs, which spread it over
-// the whole device).
+// shape on the current device, or 0 where it does not run them: not asked
+// for (DMUON_NS_CLUSTER=1 in the environment: opt-in until the kernel has
+// been run on a GPU, docs/decisions.md), not a cluster shape, no clusters
+// (sm_90 needed), or not all `count` clusters on the device at once (a larger
+// batch keeps the GEMMs, which spread it over the whole device).
 int ns_cluster_blocks(int64_t rows, int64_t cols, int count);
 
 // As ns_fused_step, for a shape with w.cluster blocks per matrix; uses the
