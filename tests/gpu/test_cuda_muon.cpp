@@ -1,7 +1,8 @@
 // Muon on the "cuda" backend: each step's update against the float64
 // reference (bf16 Newton-Schulz tolerance), through the fused small-matrix
-// kernel, the cluster kernel of mid-size shapes and the GEMMs, against the "cpu" backend when it
-// has Muon, and per-shape CUDA-graph replay bitwise equal to eager execution,
+// kernel, the cluster kernel of mid-size shapes and the GEMMs, against the
+// "cpu" backend when it has Muon, and per-shape CUDA-graph replay bitwise
+// equal to eager execution,
 // including the loud eager fallback after a failed capture.
 #include <algorithm>
 #include <cmath>

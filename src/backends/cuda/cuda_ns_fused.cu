@@ -41,7 +41,6 @@ struct FusedArgs {
   NsCoefficients c[kMaxSteps];
 };
 
-
 // out (M x N, multiples of 16) = alpha L R + beta in, all in shared memory:
 // L row-major (ldl), R row-major or, with r_is_transpose, the transpose of a
 // row-major N x K matrix (ldr); in and out row-major (ldo), in != out. Each
