@@ -37,7 +37,7 @@ __global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_
   finish_step_stats(*s, norm_computed ? h->max_norm : 0.0, skip_nonfinite, norm_computed);
 }
 
-// Element access in groups of V (16 bytes of parameters), then the shared
+// Element access in groups of V = 4 (16 bytes of fp32, 8 of bf16), then the shared
 // element function of scalar_table.hpp on each.
 
 template <class T>
@@ -53,19 +53,22 @@ struct Vec<float> {
 };
 template <>
 struct Vec<uint16_t> {
-  static constexpr int V = 8;
+  // Four, not eight: a thread's work per vector then equals fp32's (four
+  // elements), which ran the tiny-tensor set faster at the same bandwidth on
+  // large rows (docs/decisions.md, "Adam over many tiny tensors").
+  static constexpr int V = 4;
   __device__ static void load(const uint16_t* p, float* out) {
-    const uint4 x = *reinterpret_cast<const uint4*>(p);
-    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-    for (int k = 0; k < 4; ++k) {
+    const uint2 x = *reinterpret_cast<const uint2*>(p);
+    const uint32_t w[2] = {x.x, x.y};
+    for (int k = 0; k < 2; ++k) {
       out[2 * k] = bf16_to_float(static_cast<uint16_t>(w[k] & 0xffffu));
       out[2 * k + 1] = bf16_to_float(static_cast<uint16_t>(w[k] >> 16));
     }
   }
   __device__ static void store(uint16_t* p, const float* in) {
-    uint32_t w[4];
-    for (int k = 0; k < 4; ++k) w[k] = uint32_t(float_to_bf16(in[2 * k])) | (uint32_t(float_to_bf16(in[2 * k + 1])) << 16);
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    uint32_t w[2];
+    for (int k = 0; k < 2; ++k) w[k] = uint32_t(float_to_bf16(in[2 * k])) | (uint32_t(float_to_bf16(in[2 * k + 1])) << 16);
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
   }
 };
 
@@ -184,9 +187,8 @@ const T* typed(const void* p, int64_t offset) {
 }
 
 // Elements per block and vectors in flight per thread, per parameter dtype.
-// The defaults are the fastest on the H200 (docs/benchmarks.md, "CUDA"): with
-// eight-element bf16 vectors one vector per thread already keeps enough
-// loads in flight;
+// The defaults are the fastest measured (docs/benchmarks.md, "CUDA"): one
+// vector per thread, as the tiny-tensor set wants short loops;
 // DMUON_ADAM_TILING_FP32 / DMUON_ADAM_TILING_BF16 = "<unroll>:<chunk>"
 // (unroll 1, 2 or 4; chunk a multiple of 2048 elements) override them, for
 // measuring other devices. Read once per process.
