@@ -1,18 +1,14 @@
 // Muon on the "cuda" backend: each step's update against the float64
 // reference (bf16 Newton-Schulz tolerance), through the fused small-matrix
-// kernel, the cluster kernel of mid-size shapes and the GEMMs, against the
-// "cpu" backend when it has Muon, and per-shape CUDA-graph replay bitwise
-// equal to eager execution,
+// kernel and through the GEMMs, against the "cpu" backend when it has Muon,
+// and per-shape CUDA-graph replay bitwise equal to eager execution,
 // including the loud eager fallback after a failed capture.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
-#include <cuda_runtime.h>
-
-#include "backends/cuda/cuda_ns_cluster.hpp"
+#include "backends/cuda/cuda_ns_fused.hpp"
 #include "gpu/gpu_backend.hpp"
 
 namespace {
@@ -27,10 +23,10 @@ const std::vector<Spec> kMuonModel = {
     {"sq_b", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {64, 96}},
     {"sq_c", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {64, 96}},
     {"tall_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {96, 48}},
-    {"square", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 128}},  // cluster of 4
-    {"wide_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {32, 200}},  // cluster of 4, one tile row
-    {"hidden_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {256, 256}},  // cluster of 16 (or 8 of two tiles)
-    {"tall_mid", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {200, 72}},  // cluster of 8, ragged tiles, transposed
+    {"square", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {128, 128}},
+    {"wide_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {32, 200}},
+    {"hidden_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {256, 256}},  // the 4x256 MLP's hidden shape
+    {"tall_mid", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {200, 72}},  // read as its transpose
     {"tall_fp32", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {300, 40}},
     {"odd_bf16", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {20, 50}},   // fused, padded to 32 x 64
     {"tall_odd", DMUON_KIND_MUON, DMUON_DTYPE_FP32, {100, 36}},  // fused, read as its transpose
@@ -47,7 +43,6 @@ dmuon_options_t muon_options() {
 // Each step from the GPU's own previous parameters: the update the GPU made
 // against the update the float64 reference makes from the same state.
 void check_against_reference(const dmuon_options_t& o, int steps) {
-  setenv("DMUON_NS_CLUSTER", "1", 1);  // the cluster kernel is opt-in (cuda_ns_cluster.hpp)
   Model gpu("cuda", kMuonModel, o);
   gpu.init();
   std::vector<ref::MuonState> st(kMuonModel.size());
@@ -77,21 +72,14 @@ void check_against_reference(const dmuon_options_t& o, int steps) {
     }
   }
   // By default the shapes of at most kNsFusedMaxK x kNsFusedMaxN run the
-  // fused kernel, the mid-size ones the cluster kernel where the device has
-  // clusters (sm_90), and the others the GEMMs; with the option off, all the
-  // GEMMs.
-  int device = 0, major = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  // fused kernel and the others the GEMMs; with the option off, all the GEMMs.
   std::istringstream lines(cuda_of(gpu).kernel_choices());
   for (std::string line; std::getline(lines, line);) {
     long r = 0, c = 0;
     if (std::sscanf(line.c_str(), "ns %ldx%ld", &r, &c) != 2) continue;
-    const bool automatic = o.muon_ns_symmetric == DMUON_NS_SYMMETRIC_AUTO;
-    const bool fused = automatic && std::min(r, c) <= dmuon::kNsFusedMaxK && std::max(r, c) <= dmuon::kNsFusedMaxN;
-    const bool cluster = automatic && major >= 9 && dmuon::ns_cluster_shape(r, c);
-    EXPECT_NE(line.find(fused ? "gram=fused_small" : cluster ? "gram=cluster" : "gram=cublas_gemm"), std::string::npos)
-        << line;
+    const bool small = std::min(r, c) <= dmuon::kNsFusedMaxK && std::max(r, c) <= dmuon::kNsFusedMaxN;
+    const bool fused = small && o.muon_ns_symmetric == DMUON_NS_SYMMETRIC_AUTO;
+    EXPECT_NE(line.find(fused ? "gram=fused_small" : "gram=cublas_gemm"), std::string::npos) << line;
   }
 }
 

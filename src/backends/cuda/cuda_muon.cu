@@ -14,7 +14,6 @@
 
 #include "backends/cuda/cuda_block_sum.cuh"
 #include "backends/cuda/cuda_muon_elements.cuh"
-#include "backends/cuda/cuda_ns_cluster.hpp"
 #include "backends/cuda/cuda_ns_fused.hpp"
 #include "backends/cuda/cuda_ns_symmetric.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
@@ -346,13 +345,9 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
                    const StepStats* stats, const MuonMatrix* mats, const MuonHeader* hdr) {
   const int64_t numel = w.rows * w.cols;
   const float norm_factor = static_cast<float>(ns_norm_factor(hyper.ns_schedule));
-  if (w.fused || w.cluster) {
+  if (w.fused) {
     const NsFusedStep s{buf.grad, buf.param, buf.momentum, buf.master, mats, &hdr->momentum, stats, hyper.nesterov};
-    const std::vector<NsCoefficients> coeffs = ns_coefficients(hyper.ns_schedule, hyper.ns_steps);
-    if (w.fused)
-      ns_fused_step(st, w, s, coeffs, norm_factor, hyper.ns_eps);
-    else
-      ns_cluster_step(st, w, s, coeffs, norm_factor, hyper.ns_eps);
+    ns_fused_step(st, w, s, ns_coefficients(hyper.ns_schedule, hyper.ns_steps), norm_factor, hyper.ns_eps);
     return;
   }
   const dim3 grid(static_cast<unsigned>(w.blocks_per_matrix), static_cast<unsigned>(w.count));

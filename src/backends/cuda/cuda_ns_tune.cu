@@ -14,7 +14,6 @@
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_block_sum.cuh"
-#include "backends/cuda/cuda_ns_cluster.hpp"
 #include "backends/cuda/cuda_ns_fused.hpp"
 #include "backends/cuda/cuda_ns_symmetric.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
@@ -214,8 +213,6 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w, int symmetric) {
     }
   } else if ((c.fused = ns_fused_fits(w.rows, w.cols))) {
     c.note = "fused_small (one kernel, not timed)";
-  } else if ((c.cluster = ns_cluster_blocks(w.rows, w.cols, w.count)) > 0) {
-    c.note = "cluster (one kernel, " + std::to_string(c.cluster) + " blocks per matrix, not timed)";
   } else if (k < kNsTuneMinRows) {
     c.note = "cublas_gemm (under " + std::to_string(kNsTuneMinRows) + " rows: not timed)";
   } else if (!fits_any()) {
@@ -272,7 +269,6 @@ void NsTuner::choose(CudaStepState& st, ShapeWork& w, int symmetric) {
   // optimizers: a forced or disabled choice is one optimizer's own.
   if (symmetric == DMUON_NS_SYMMETRIC_AUTO) choices_[key] = c;
   w.fused = c.fused;
-  w.cluster = c.cluster;
   w.gram_note = c.note;
   w.gram_chosen = true;
 }

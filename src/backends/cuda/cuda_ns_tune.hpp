@@ -61,7 +61,6 @@ class NsTuner {
     int blocks = 0;           // 0: plain products, kNsGramBlocks: Gram, p: symmetric over p row blocks
     int best_sym_blocks = 0;  // fastest candidate other than plain that passed the check (0: none)
     bool fused = false;       // the fused kernel of a small shape (cuda_ns_fused.hpp)
-    int cluster = 0;          // blocks per matrix of the cluster kernel of a mid-size shape (cuda_ns_cluster.hpp)
     double plain_ms = 0, sym_ms = 0;
     // Per GEMM role (X X^T, A A, B X) of the chosen products: the cuBLASLt
     // candidate algorithm used (0: the heuristic's first), timed with them.

@@ -83,7 +83,6 @@ struct ShapeWork {
   bool gram_chosen = false;
   int sym_blocks = 0;
   bool fused = false;        // the whole step in the fused small-matrix kernel (cuda_ns_fused.hpp)
-  int cluster = 0;           // >0: the whole step in the cluster kernel, blocks per matrix (cuda_ns_cluster.hpp)
   SymShapePtr sym;
   // Index, per GEMM role, into the plan's candidate algorithms (0: the
   // heuristic's first); timed with the products, kept in the cache.
