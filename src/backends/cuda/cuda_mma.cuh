@@ -1,7 +1,7 @@
 // bf16 tensor-core building blocks of the Newton-Schulz kernel that runs
 // without cuBLAS (cuda_ns_fused.cu): ldmatrix operand
 // loads from shared memory and the mma.sync m16n8k16 product, fp32
-// accumulation. sm_80 and later; empty below, where those kernels are never
+// accumulation. sm_80 and later; empty below, where that kernel is never
 // chosen.
 #pragma once
 #include <cstdint>
