@@ -29,15 +29,17 @@ void CpuBackend::finish_stats(StepStats* stats, double max_norm, int skip_nonfin
 }
 
 namespace {
-// The Adam pass is compiled twice, for the baseline x86-64 and for AVX2, and
-// the loader picks the one the CPU runs (GCC's function multiversioning):
-// twice the vector width for its sqrt and division, which bound the bf16 pass
-// (docs/decisions.md, "Performance"). The same operations in the same order,
-// and no FMA (AVX2 does not imply it): both give the same bits. Not under
-// sanitizers, whose runtimes may start after the loader resolves the clones.
+// The Adam pass is compiled three times, for the baseline x86-64, AVX2 and
+// AVX-512, and the loader picks the widest the CPU runs (GCC's function
+// multiversioning): wider vectors for its sqrt, division and bf16
+// conversions, which bound the bf16 pass (docs/decisions.md, "CPU Adam
+// pass"). The same operations in the same order and no FMA (this file is
+// compiled with -ffp-contract=off; AVX2 does not bring FMA): every clone gives
+// the same bits (test_cpu_adam_bits). Not under sanitizers, whose runtimes may
+// start after the loader resolves the clones.
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define DMUON_ADAM_CLONES __attribute__((target_clones("avx2", "default")))
+#define DMUON_ADAM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define DMUON_ADAM_CLONES
 #endif
