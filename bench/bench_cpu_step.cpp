@@ -126,15 +126,24 @@ std::vector<Spec> adam_only(int64_t total, int tensors, int dtype) {
   return out;
 }
 
-// A memcpy moving `bytes` in total (reads plus writes), median of `reps`
-// (CPU time with `cpu`).
+// A memcpy moving `bytes` in total (reads plus writes), kept allocated so
+// that it can be timed round by round beside what it is compared with.
+struct Copy {
+  std::vector<char> src, dst;
+  int round = 0;
+  explicit Copy(double bytes) : src(static_cast<std::size_t>(bytes / 2), 1), dst(src.size(), 0) {}
+  double seconds(bool cpu) {  // one timed copy
+    src[static_cast<std::size_t>(round++) % src.size()] = static_cast<char>(round);
+    return timed([&] { std::memcpy(dst.data(), src.data(), src.size()); }, cpu);
+  }
+};
+
+// Median of `reps` copies after one warm-up (CPU time with `cpu`).
 double copy_seconds(double bytes, int reps, bool cpu = false) {
-  const std::size_t n = static_cast<std::size_t>(bytes / 2);
-  std::vector<char> src(n, 1), dst(n, 0);
+  Copy c(bytes);
   std::vector<double> t;
   for (int r = 0; r < reps + 1; ++r) {
-    src[static_cast<std::size_t>(r) % n] = static_cast<char>(r);
-    const double dt = timed([&] { std::memcpy(dst.data(), src.data(), n); }, cpu);
+    const double dt = c.seconds(cpu);
     if (r > 0) t.push_back(dt);
   }
   return median(t);
@@ -181,26 +190,28 @@ void comm_mode(int64_t total, int tensors, int reps) {
   be.reset();
   std::vector<float>().swap(send);
 
-  // The Adam pass alone: one rank's optimizer each, all ranks at once.
+  // The Adam pass alone: one rank's optimizer each, all ranks at once, and a
+  // memcpy of its bytes timed in the same rounds (a shared machine's slow
+  // spells then slow both).
   double adam[2] = {0, 0}, copy[2] = {0, 0}, adam_wall = 0;
   const int dtypes[2] = {DMUON_DTYPE_FP32, DMUON_DTYPE_BF16};
   for (int d = 0; d < 2; ++d) {
     auto m = make_model(MPI_COMM_SELF, adam_only(total, tensors, dtypes[d]), 0.0);
-    std::vector<double> t;
+    // Bytes of the pass: read p, g, m, v; write p, m, v.
+    Copy c((dtypes[d] == DMUON_DTYPE_BF16 ? 22.0 : 28.0) * static_cast<double>(total));
+    std::vector<double> t, tc;
     for (int r = 0; r < reps + 1; ++r) {
       const double dt = timed([&] { check(dmuon_step(m->opt), m->ctx, "step"); }, true);
-      if (r > 0) t.push_back(dt);
+      const double dc = c.seconds(true);
+      if (r > 0) t.push_back(dt), tc.push_back(dc);
     }
     adam[d] = median(t);
+    copy[d] = median(tc);
     if (dtypes[d] == DMUON_DTYPE_FP32) {  // the floor's share, on the clock the step is timed with
       t.clear();
       for (int r = 0; r < reps; ++r) t.push_back(timed([&] { check(dmuon_step(m->opt), m->ctx, "step"); }));
       adam_wall = median(t);
     }
-    // Bytes of the pass: read p, g, m, v; write p, m, v.
-    const double per = dtypes[d] == DMUON_DTYPE_BF16 ? 22.0 : 28.0;
-    m.reset();
-    copy[d] = copy_seconds(per * static_cast<double>(total), reps, true);
   }
   // The whole step on all ranks, fp32 Adam: all-reduce, then the pass.
   double step = 0;
