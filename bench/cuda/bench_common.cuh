@@ -169,18 +169,25 @@ inline Run::HostCost Run::host_cost(int calls, int rounds) {
   return c;
 }
 
-// The command line of a bench whose one option is --iters (default: the
-// value iters holds). False when it asked for --help: the text is printed.
-inline bool parse_iters(int argc, char** argv, const char* title, int& iters) {
+// Parses the command line into the options of `desc` (which has --help).
+// False when it asked for --help: the text is printed.
+inline bool parse_options(int argc, char** argv, const boost::program_options::options_description& desc) {
   namespace po = boost::program_options;
-  po::options_description desc(title);
-  desc.add_options()("help", "this text")("iters", po::value(&iters)->default_value(iters), "timed steps");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
   if (!vm.count("help")) return true;
   std::cout << desc << "\n";
   return false;
+}
+
+// The command line of a bench whose one option is --iters (default: the
+// value iters holds).
+inline bool parse_iters(int argc, char** argv, const char* title, int& iters) {
+  namespace po = boost::program_options;
+  po::options_description desc(title);
+  desc.add_options()("help", "this text")("iters", po::value(&iters)->default_value(iters), "timed steps");
+  return parse_options(argc, argv, desc);
 }
 
 inline void result(const std::string& key, double value) { std::printf("RESULT %s %.6g\n", key.c_str(), value); }

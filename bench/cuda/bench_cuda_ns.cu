@@ -3,7 +3,8 @@
 // update), eager and replayed from its per-shape CUDA graph, with the products
 // the backend chose for the shape (timed at its first step, or read from the
 // cache in $DMUON_CACHE_DIR), and replayed with the plain products, with
-// the best symmetric ones and with Gram Newton-Schulz forced (where each fits);
+// the best symmetric ones and with Gram Newton-Schulz forced (where each fits),
+// Gram with Q's update beside R's and in one order;
 // the host cost of one replayed step (per-shape graph and whole-step graph); and the
 // rate of a plain cuBLAS bf16 GEMM of the iteration's size beside the
 // iteration's GEMM-counted rate. bench_torch_ns.py times PyTorch's iteration.
@@ -22,8 +23,12 @@
 
 namespace {
 
+dmuon::CudaBackend* backend_of(bench::Run& run) {
+  return dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
+}
+
 const dmuon::NsTuner::Choice* choice_of(bench::Run& run, int64_t rows, int64_t cols, int count) {
-  auto* b = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
+  dmuon::CudaBackend* b = backend_of(run);
   return b ? b->ns_tuner().choice(rows, cols, count) : nullptr;
 }
 
@@ -70,7 +75,7 @@ double gemm_tflops(int64_t k, int64_t n, int count) {
 
 // Nodes of the run's whole-step graph (-1 when it has none).
 int graph_nodes(bench::Run& run) {
-  auto* b = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
+  dmuon::CudaBackend* b = backend_of(run);
   return b ? b->diagnostics(run.opt->impl.step_state()).step_graph_nodes : -1;
 }
 
@@ -85,11 +90,7 @@ int main(int argc, char** argv) {
   desc.add_options()("help", "this text")("iters", po::value(&iters)->default_value(20), "timed steps")(
       "count", po::value(&count)->default_value(1), "matrices of each shape (batched)")(
       "shape", po::value(&only)->default_value(""), "only this shape, e.g. 2048x2048 (profiling one shape)");
-  po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
+  if (!bench::parse_options(argc, argv, desc)) {
     MPI_Finalize();
     return 0;
   }
@@ -165,6 +166,21 @@ int main(int argc, char** argv) {
           bench::result(tag + (forced[0] == 'g' ? "_gram" : "_plain") + sfx + "_ms", run.ms_per_step(3, it) / count);
         }
       }
+    }
+    // Gram forced with Q's update beside R's (a second stream, n >= 3k) and
+    // in one order, alternated over three rounds (best of each): side by side.
+    if (dmuon::ns_gram_possible(k, n) && dmuon::gram_ns_fits_beside(k, n)) {
+      double best[2] = {1e30, 1e30};
+      for (int round = 0; round < 3; ++round)
+        for (int beside : {1, 0}) {
+          dmuon_options_t o = DMUON_OPTIONS_INIT;
+          o.muon_ns_symmetric = DMUON_NS_SYMMETRIC_GRAM;
+          bench::Run run(params, o);
+          backend_of(run)->ns_tuner().config.gram_beside = beside != 0;
+          best[beside] = std::min(best[beside], run.ms_per_step(3, it) / count);
+        }
+      bench::result(tag + "_gram_beside_ms", best[1]);
+      bench::result(tag + "_gram_one_order_ms", best[0]);
     }
     bench::result(tag + "_gemm_tflops", gemm_tflops(k, n, count));
   }

@@ -41,6 +41,10 @@ for n in (1, 12):
             if torch_best:
                 row(f"NS {shape} x{n} Gram vs torch (best of eager, graph)", f"{g:.3f} ms", f"{torch_best:.3f} ms",
                     f"{torch_best / g:.2f}x", ">= 1.3x", torch_best / g >= 1.3)
+        gb, go = r.get(f"{t}_gram_beside_ms"), r.get(f"{t}_gram_one_order_ms")
+        if gb and go:
+            row(f"NS {shape} x{n} Gram, Q beside R vs one order (graph)", f"{gb:.4f} ms", f"{go:.4f} ms",
+                f"{go / gb:.3f}x", "information", None)
         c = r.get(f"{t}_choice_blocks")
         if c is not None and g:
             row(f"NS {shape} x{n} tuned choice", {0: "plain", 1: "gram"}.get(int(c), f"sym{int(c)}"), "", "", "", None)

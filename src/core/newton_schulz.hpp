@@ -71,6 +71,10 @@ inline bool gram_ns_restarts_at(std::size_t i) { return i >= 2 && (i - 2) % 3 ==
 // scratch Xn (two of them, contiguous over the batch), which needs n >= 2k.
 inline bool gram_ns_fits(long k, long n) { return 2 * k <= n; }
 
+// Q's update runs beside R's (gram_newton_schulz_iterate) where Xn holds a
+// third k x k matrix per batch entry.
+inline bool gram_ns_fits_beside(long k, long n) { return 3 * k <= n; }
+
 // GEMM-counted flops per matrix of `steps` iterations, plain and Gram.
 inline double ns_plain_flops(long k, long n, int steps) {
   return steps * (4.0 * k * k * static_cast<double>(n) + 2.0 * k * k * static_cast<double>(k));
@@ -94,18 +98,29 @@ inline double ns_gram_flops(long k, long n, int steps) {
 // The Gram iteration over the same Engine, plus
 //     slice(big, j)              // the j-th batch of k x k matrices in a k x n buffer
 //     add_identity(M, alpha, k)  // M += alpha I, batched
+//     concurrent()               // true: the engine can run work beside its main order
+//     fork()                     // what follows, until rejoin(), runs beside the main order
+//     rejoin()                   // back to the main order; the work beside it goes on
+//     join()                     // the main order waits for the work beside it so far
+// (an engine without a second stream answers false and does nothing).
+// Q's update needs only Q and this iteration's Z, and nothing of the
+// iteration reads it, so where R is updated too (two products) and a third
+// k x k slice of Xn fits (n >= 3k) it runs beside R's update, off the
+// critical path; it must finish before the next Z overwrites this one.
 // X holds the normalised input (and is overwritten); returns the handle
 // holding the result (X or Xn). Needs gram_ns_fits(k, n).
 template <class Engine, class Mat>
 Mat gram_newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, long n,
                                const std::vector<NsCoefficients>& coeffs) {
   const long kk = k * k;
+  const bool beside = e.concurrent() && gram_ns_fits_beside(k, n);
   Mat Q = A, T = B;
   Mat R = e.slice(Xn, 0), Z = e.slice(Xn, 1);
   e.gemm(true, k, k, n, 1.0f, X, X, 0.0f, R);           // R = X X^T
   bool fresh = true;                                    // Q = I
   for (std::size_t i = 0; i < coeffs.size(); ++i) {
     const NsCoefficients& c = coeffs[i];
+    e.join();                                           // Q's last update read Z
     if (i > 0 && gram_ns_restarts_at(i)) {              // R and Z in Xn are dead here
       e.gemm(false, k, n, k, 1.0f, Q, X, 0.0f, Xn);     // X = Q X
       std::swap(X, Xn);
@@ -116,6 +131,8 @@ Mat gram_newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, l
     }
     e.copy(Z, R, kk);
     e.gemm(false, k, k, k, c.c, R, R, c.b, Z);          // Z = c R R + b R
+    const bool r_update = i + 1 < coeffs.size() && !gram_ns_restarts_at(i + 1);
+    if (beside && r_update) e.fork();
     if (fresh) {
       e.copy(Q, Z, kk);
       e.add_identity(Q, c.a, k);                        // Q = Z + a I
@@ -125,13 +142,15 @@ Mat gram_newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, l
       e.gemm(false, k, k, k, 1.0f, Q, Z, c.a, T);       // T = Q Z + a Q
       std::swap(Q, T);
     }
-    if (i + 1 < coeffs.size() && !gram_ns_restarts_at(i + 1)) {
-      e.copy(T, R, kk);
-      e.gemm(false, k, k, k, 1.0f, R, Z, c.a, T);       // T = R Z + a R
-      e.copy(R, T, kk);
-      e.gemm(false, k, k, k, 1.0f, Z, T, c.a, R);       // R = Z T + a T
-    }
+    if (!r_update) continue;
+    if (beside) e.rejoin();
+    const Mat U = beside ? e.slice(Xn, 2) : T;          // T may still be written beside
+    e.copy(U, R, kk);
+    e.gemm(false, k, k, k, 1.0f, R, Z, c.a, U);         // U = R Z + a R
+    e.copy(R, U, kk);
+    e.gemm(false, k, k, k, 1.0f, Z, U, c.a, R);         // R = Z U + a U
   }
+  e.join();
   e.gemm(false, k, n, k, 1.0f, Q, X, 0.0f, Xn);         // X = Q X
   return Xn;
 }

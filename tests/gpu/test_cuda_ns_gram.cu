@@ -4,10 +4,12 @@
 // iteration's within the documented bf16 tolerance (wide, tall and batched
 // shapes, fp32 and bf16 parameters, quintic and Polar Express); a shape it
 // does not fit keeps the plain products bit for bit; per-shape and
-// whole-step graph replay equal eager bit for bit.
+// whole-step graph replay equal eager bit for bit; Q's update beside R's
+// equals the iteration in one order bit for bit.
 #include <cmath>
 
 #include "backends/cuda/cuda_ns_tune.hpp"
+#include "backends/cuda/cuda_state.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "gpu/ns_variants.hpp"
 
@@ -94,6 +96,32 @@ TEST(CudaNsGram, ReplayIsBitwiseEager) {
   }
   EXPECT_EQ(cuda_of(graph).diagnostics(key_of(graph)).shape_fallbacks, 0);
   EXPECT_GT(cuda_of(whole).diagnostics(key_of(whole)).step_replays, 0);
+}
+
+// Q's update beside R's (a second stream, where n >= 3k) computes what the
+// iteration in one order computes, bit for bit, eager and whole-step graph.
+TEST(CudaNsGram, BesideIsBitwiseOneOrder) {
+  for (int step_graph : {0, 1}) {
+    dmuon_options_t o = options(DMUON_NS_QUINTIC);
+    o.cuda_step_graph = step_graph;
+    Model beside("cuda", kShapes, o), serial("cuda", kShapes, o);
+    configure(beside, dmuon::kNsGramBlocks);
+    configure(serial, dmuon::kNsGramBlocks);
+    cuda_of(serial).ns_tuner().config.gram_beside = false;
+    beside.init();
+    serial.init();
+    for (int step = 0; step < 4; ++step) {
+      for (Model* m : {&beside, &serial}) {
+        m->grads(step);
+        ASSERT_EQ(dmuon_step(m->opt), DMUON_SUCCESS) << dmuon_context_last_error(m->ctx);
+      }
+      for (std::size_t k = 0; k < kShapes.size(); ++k)
+        ASSERT_EQ(beside.raw(int(k)), serial.raw(int(k))) << kShapes[k].name << " step " << step << " graph " << step_graph;
+    }
+    // The two really ran differently: only one has the second stream's workspace.
+    EXPECT_NE(static_cast<const dmuon::CudaStepState*>(key_of(beside))->ns_workspace, nullptr);
+    EXPECT_EQ(static_cast<const dmuon::CudaStepState*>(key_of(serial))->ns_workspace, nullptr);
+  }
 }
 
 }  // namespace

@@ -67,6 +67,12 @@ class HostEngine {
   // The j-th batch of k x k matrices in a buffer of k x n ones (the Gram iteration's scratch).
   HostBatch slice(HostBatch big, long j) const { return HostBatch{big.data + j * batch_ * k_ * k_, k_ * k_}; }
 
+  // One thread runs everything in order: nothing runs beside it.
+  bool concurrent() const { return false; }
+  void fork() {}
+  void rejoin() {}
+  void join() {}
+
   // M += alpha I; a symmetric M stays symmetric.
   void add_identity(HostBatch M, float alpha, long k) {
     for (int i = 0; i < batch_; ++i)

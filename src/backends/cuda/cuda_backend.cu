@@ -25,6 +25,7 @@ CudaStepState::CudaStepState() {
   cuda_check(cudaStreamCreateWithFlags(&own_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   cuda_check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate");
   cuda_check(cudaStreamCreateWithFlags(&adam_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  cuda_check(cudaStreamCreateWithFlags(&ns_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   stream = own_stream;
   for (cudaEvent_t& e : slot_done) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&main_done, cudaEventDisableTiming), "cudaEventCreate");
@@ -33,6 +34,8 @@ CudaStepState::CudaStepState() {
   cuda_check(cudaEventCreateWithFlags(&uploads_done, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&muon_fork, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventCreateWithFlags(&adam_done, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&ns_fork, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&ns_join, cudaEventDisableTiming), "cudaEventCreate");
   cublas_check(cublasCreate(&cublas), "cublasCreate");
   // A workspace of our own: cuBLAS then never allocates inside a step or a capture.
   cuda_check(cudaMalloc(&cublas_workspace, kCublasWorkspace), "cudaMalloc (cuBLAS workspace)");
@@ -46,6 +49,7 @@ CudaStepState::~CudaStepState() {
   cudaStreamSynchronize(stream);
   cudaStreamSynchronize(side);
   cudaStreamSynchronize(adam_stream);
+  cudaStreamSynchronize(ns_stream);
   drop_step_graph();
   for (ShapeWork& w : shapes) w.release();
   for (Piece& p : pieces) {
@@ -65,6 +69,7 @@ CudaStepState::~CudaStepState() {
   if (lt) cublasLtDestroy(lt);
   if (cublas) cublasDestroy(cublas);
   cudaFree(cublas_workspace);
+  cudaFree(ns_workspace);
   for (cudaEvent_t e : slot_done) cudaEventDestroy(e);
   cudaEventDestroy(main_done);
   cudaEventDestroy(caller_ready);
@@ -72,6 +77,9 @@ CudaStepState::~CudaStepState() {
   cudaEventDestroy(uploads_done);
   cudaEventDestroy(muon_fork);
   cudaEventDestroy(adam_done);
+  cudaEventDestroy(ns_fork);
+  cudaEventDestroy(ns_join);
+  cudaStreamDestroy(ns_stream);
   cudaStreamDestroy(adam_stream);
   cudaStreamDestroy(side);
   cudaStreamDestroy(own_stream);

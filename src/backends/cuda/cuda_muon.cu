@@ -180,6 +180,21 @@ __global__ void add_identity_kernel(uint16_t* M, int64_t k, int64_t total, float
   }
 }
 
+// M = S + alpha I over a batch of k x k bf16 matrices, eight elements per
+// thread (k is a multiple of 16 wherever the Gram iteration runs): the copy
+// and add_identity_kernel in one pass, with the same rounding.
+__global__ void copy_add_identity_kernel(uint16_t* M, const uint16_t* S, int64_t k, int64_t vectors, float alpha) {
+  const int64_t kk = k * k;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < vectors; v += int64_t(gridDim.x) * blockDim.x) {
+    uint4 bits = reinterpret_cast<const uint4*>(S)[v];
+    uint16_t* e = reinterpret_cast<uint16_t*>(&bits);
+    const int64_t first = (v * 8) % kk;  // eight elements of one row: k % 8 == 0
+    const int64_t row = first / k, col = first % k;
+    if (row >= col && row < col + 8) e[row - col] = float_to_bf16(bf16_to_float(e[row - col]) + alpha);
+    reinterpret_cast<uint4*>(M)[v] = bits;
+  }
+}
+
 // The Engine of newton_schulz_iterate (and gram_newton_schulz_iterate): row-major bf16 matrices, batched with
 // fixed strides, fp32 accumulation. A k x n matrix stored column-major (a tall
 // matrix's own buffer read as its transpose) flips the operand order instead
@@ -215,6 +230,32 @@ struct NsEngine {
     symmetric[0] = C;
   }
 
+  // The stream products go to now: the step's, or between fork() and
+  // rejoin() the one beside it (st.ns_stream, with its own workspace).
+  bool beside = false;
+  bool beside_work = false;  // work enqueued beside since the last join()
+  cudaStream_t stream() const { return beside ? st.ns_stream : st.stream; }
+  void* workspace() const { return beside ? st.ns_workspace : st.cublas_workspace; }
+
+  bool concurrent() const { return st.ns_workspace != nullptr && !sym; }
+  void fork() {
+    flush();
+    cuda_check(cudaEventRecord(st.ns_fork, st.stream), "cudaEventRecord (Newton-Schulz fork)");
+    cuda_check(cudaStreamWaitEvent(st.ns_stream, st.ns_fork, 0), "cudaStreamWaitEvent (Newton-Schulz fork)");
+    beside = true;
+  }
+  void rejoin() {
+    flush();
+    cuda_check(cudaEventRecord(st.ns_join, st.ns_stream), "cudaEventRecord (Newton-Schulz join)");
+    beside = false;
+    beside_work = true;
+  }
+  void join() {  // a pending copy stays pending: it belongs to the step's stream either way
+    if (!beside_work) return;
+    cuda_check(cudaStreamWaitEvent(st.stream, st.ns_join, 0), "cudaStreamWaitEvent (Newton-Schulz join)");
+    beside_work = false;
+  }
+
   void copy(uint16_t* dst, const uint16_t* src, long elements) {
     flush();
     pending = {dst, src, elements};
@@ -225,16 +266,24 @@ struct NsEngine {
     return big + j * batch * k * k;
   }
   void add_identity(uint16_t* M, float alpha, long k) {
+    if (pending.dst == M && pending.elements == k * k && k % 8 == 0) {  // the copy that fills M, in the same pass
+      const int64_t vectors = int64_t(k) * k * batch / 8;
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(1024, (vectors + kThreads - 1) / kThreads));
+      copy_add_identity_kernel<<<blocks, kThreads, 0, stream()>>>(M, pending.src, k, vectors, alpha);
+      launch_check("copy_add_identity_kernel");
+      pending = {};
+      return;
+    }
     flush();  // the copy that filled M
     const int64_t total = int64_t(k) * batch;
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(1024, (total + kThreads - 1) / kThreads));
-    add_identity_kernel<<<blocks, kThreads, 0, st.stream>>>(M, k, total, alpha);
+    add_identity_kernel<<<blocks, kThreads, 0, stream()>>>(M, k, total, alpha);
     launch_check("add_identity_kernel");
   }
   void flush() {
     if (!pending.dst) return;
     cuda_check(cudaMemcpyAsync(pending.dst, pending.src, sizeof(uint16_t) * pending.elements * batch,
-                               cudaMemcpyDeviceToDevice, st.stream),
+                               cudaMemcpyDeviceToDevice, stream()),
                "cudaMemcpyAsync (Newton-Schulz)");
     pending = {};
   }
@@ -270,18 +319,27 @@ struct NsEngine {
       plan.algo = algo_at(plan.algos, work->algo[role]);
       if (record) *record = NsGemmCall{true, plan.op, plan.a, plan.b, plan.c, P, Q, c_in, C, alpha, beta, &plan.algos};
       cublas_check(cublasLtMatmul(st.lt, plan.op, &alpha, P, plan.a, Q, plan.b, &beta, c_in, plan.c, C, plan.c, &plan.algo,
-                                  st.cublas_workspace, kCublasWorkspace, st.stream),
+                                  workspace(), kCublasWorkspace, stream()),
                    "cublasLtMatmul (Newton-Schulz)");
       return;
     }
     if (c_in != C)
-      cuda_check(cudaMemcpyAsync(C, c_in, sizeof(uint16_t) * M * N * batch, cudaMemcpyDeviceToDevice, st.stream),
+      cuda_check(cudaMemcpyAsync(C, c_in, sizeof(uint16_t) * M * N * batch, cudaMemcpyDeviceToDevice, stream()),
                  "cudaMemcpyAsync (Newton-Schulz)");
+    if (beside) use_stream(st.ns_stream, st.ns_workspace);
     cublas_check(cublasGemmStridedBatchedEx(st.cublas, t1 ? CUBLAS_OP_T : CUBLAS_OP_N, t2 ? CUBLAS_OP_T : CUBLAS_OP_N, int(m),
                                             int(n), int(k), &alpha, P, CUDA_R_16BF, int(ldp), sP, Q, CUDA_R_16BF, int(ldq),
                                             sQ, &beta, C, CUDA_R_16BF, int(ldc), sC, batch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT),
                  "cublasGemmStridedBatchedEx (Newton-Schulz)");
+    if (beside) use_stream(st.stream, st.cublas_workspace);
+  }
+
+  // cublasSetStream also puts the handle back on cuBLAS' own workspace pool,
+  // which may allocate inside a step or a capture: ours follows every time.
+  void use_stream(cudaStream_t s, void* ws) {
+    cublas_check(cublasSetStream(st.cublas, s), "cublasSetStream");
+    cublas_check(cublasSetWorkspace(st.cublas, ws, kCublasWorkspace), "cublasSetWorkspace");
   }
 
   LtPlan& plan_for(const std::array<long, 8>& key, bool t1, bool t2, long m, long n, long k, long ldp, long ldq,
@@ -376,8 +434,8 @@ uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::
                      bool gram) {
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   require(!gram || ns_gram_possible(k, n), DMUON_ERR_INTERNAL, "Gram Newton-Schulz on a shape it does not fit");
-  cublas_check(cublasSetStream(st.cublas, st.stream), "cublasSetStream");
   NsEngine e{st, w.count, w.rows > w.cols, gram ? nullptr : sym, &w, {}};
+  e.use_stream(st.stream, st.cublas_workspace);
   uint16_t* out = gram ? gram_newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs)
                        : newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
   e.flush();
@@ -428,7 +486,18 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
   // (a whole-step graph is captured only after an eager warm-up step); the
   // choice may time the candidates, which waits for the device, so it stays
   // out of every later step.
-  if (!w.gram_chosen && st.mode == CudaStepState::Mode::eager) ns_tuner().choose(st, w, hyper.ns_symmetric);
+  if (!w.gram_chosen && st.mode == CudaStepState::Mode::eager) {
+    // The Gram iteration's work beside the main order has a workspace of its
+    // own, allocated here (an eager step, never a capture) before the choice
+    // times the Gram candidate, so the timing sees the step as it will run.
+    const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
+    const bool gram_may_run = hyper.ns_symmetric == DMUON_NS_SYMMETRIC_GRAM ||
+                              (hyper.ns_symmetric == DMUON_NS_SYMMETRIC_AUTO && k >= kNsTuneMinRows);
+    if (!st.ns_workspace && gram_may_run && ns_tuner().config.gram_beside && ns_gram_possible(k, n) &&
+        gram_ns_fits_beside(k, n))
+      cuda_check(cudaMalloc(&st.ns_workspace, kCublasWorkspace), "cudaMalloc (cuBLAS workspace beside)");
+    ns_tuner().choose(st, w, hyper.ns_symmetric);
+  }
   // Inside a whole-step capture the shape is simply part of that graph.
   if (!hyper.cuda_graphs || w.fallback || st.mode != CudaStepState::Mode::eager) {
     enqueue(st, w, buf, hyper, stats, mats, hdr);

@@ -47,6 +47,9 @@ inline bool ns_gram_possible(long k, long n) { return gram_ns_fits(k, n) && k % 
 struct NsTuneConfig {
   bool cache = true;
   std::string cache_dir;
+  // The Gram iteration's Q update beside R's update on a second stream
+  // (core/newton_schulz.hpp); false keeps one order (tests compare the two).
+  bool gram_beside = true;
   static NsTuneConfig from_environment();
 };
 

@@ -154,6 +154,15 @@ struct CudaStepState final : StepState {
   cudaStream_t adam_stream = nullptr;
   cudaEvent_t muon_fork = nullptr, adam_done = nullptr;
   bool forked = false;  // muon_fork recorded this step, the Adam update not yet launched
+  // Newton-Schulz products beside the main order (the Gram iteration's Q
+  // update, core/newton_schulz.hpp): their stream, the events that fork it
+  // from `stream` and join it back, and a cuBLAS workspace of their own, since
+  // products then run on both streams at once. The workspace is allocated at
+  // the first eager step of a shape that can use it (never in a capture);
+  // until then the iteration runs in one order.
+  cudaStream_t ns_stream = nullptr;
+  cudaEvent_t ns_fork = nullptr, ns_join = nullptr;
+  void* ns_workspace = nullptr;
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* cublas_workspace = nullptr;  // shared by cuBLAS and cuBLASLt: both run in stream order
