@@ -27,6 +27,23 @@ dmuon::CudaBackend* backend_of(bench::Run& run) {
   return dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
 }
 
+// Gram forced, NsTuneConfig::*option on and off in alternation (three
+// rounds, best of each); prints both times per matrix.
+void gram_side_by_side(const std::vector<bench::Param>& params, int it, int count, bool dmuon::NsTuneConfig::*option,
+                       const std::string& on_tag, const std::string& off_tag) {
+  double best[2] = {1e30, 1e30};
+  for (int round = 0; round < 3; ++round)
+    for (int on : {1, 0}) {
+      dmuon_options_t o = DMUON_OPTIONS_INIT;
+      o.muon_ns_symmetric = DMUON_NS_SYMMETRIC_GRAM;
+      bench::Run run(params, o);
+      backend_of(run)->ns_tuner().config.*option = on != 0;
+      best[on] = std::min(best[on], run.ms_per_step(3, it) / count);
+    }
+  bench::result(on_tag, best[1]);
+  bench::result(off_tag, best[0]);
+}
+
 const dmuon::NsTuner::Choice* choice_of(bench::Run& run, int64_t rows, int64_t cols, int count) {
   dmuon::CudaBackend* b = backend_of(run);
   return b ? b->ns_tuner().choice(rows, cols, count) : nullptr;
@@ -167,21 +184,16 @@ int main(int argc, char** argv) {
         }
       }
     }
-    // Gram forced with Q's update beside R's (a second stream, n >= 3k) and
-    // in one order, alternated over three rounds (best of each): side by side.
-    if (dmuon::ns_gram_possible(k, n) && dmuon::gram_ns_fits_beside(k, n)) {
-      double best[2] = {1e30, 1e30};
-      for (int round = 0; round < 3; ++round)
-        for (int beside : {1, 0}) {
-          dmuon_options_t o = DMUON_OPTIONS_INIT;
-          o.muon_ns_symmetric = DMUON_NS_SYMMETRIC_GRAM;
-          bench::Run run(params, o);
-          backend_of(run)->ns_tuner().config.gram_beside = beside != 0;
-          best[beside] = std::min(best[beside], run.ms_per_step(3, it) / count);
-        }
-      bench::result(tag + "_gram_beside_ms", best[1]);
-      bench::result(tag + "_gram_one_order_ms", best[0]);
-    }
+    // Gram forced with one of its options on and off, alternated over three
+    // rounds (best of each): side by side. Q's update beside R's (a second
+    // stream, n >= 3k) or in one order; for a single matrix, the
+    // normalisation in the first products or a pass over X.
+    if (dmuon::ns_gram_possible(k, n) && dmuon::gram_ns_fits_beside(k, n))
+      gram_side_by_side(params, it, count, &dmuon::NsTuneConfig::gram_beside, tag + "_gram_beside_ms",
+                        tag + "_gram_one_order_ms");
+    if (count == 1 && dmuon::ns_gram_possible(k, n))
+      gram_side_by_side(params, it, count, &dmuon::NsTuneConfig::gram_defer_norm, tag + "_gram_defer_ms",
+                        tag + "_gram_pass_ms");
     bench::result(tag + "_gemm_tflops", gemm_tflops(k, n, count));
   }
   MPI_Finalize();

@@ -45,6 +45,10 @@ for n in (1, 12):
         if gb and go:
             row(f"NS {shape} x{n} Gram, Q beside R vs one order (graph)", f"{gb:.4f} ms", f"{go:.4f} ms",
                 f"{go / gb:.3f}x", "information", None)
+        gd, gn = r.get(f"{t}_gram_defer_ms"), r.get(f"{t}_gram_pass_ms")
+        if gd and gn:
+            row(f"NS {shape} x{n} Gram, norm in the products vs its own pass (graph)", f"{gd:.4f} ms", f"{gn:.4f} ms",
+                f"{gn / gd:.3f}x", "information", None)
         c = r.get(f"{t}_choice_blocks")
         if c is not None and g:
             row(f"NS {shape} x{n} tuned choice", {0: "plain", 1: "gram"}.get(int(c), f"sym{int(c)}"), "", "", "", None)

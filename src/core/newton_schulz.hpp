@@ -102,13 +102,19 @@ inline double ns_gram_flops(long k, long n, int steps) {
 //     fork()                     // what follows, until rejoin(), runs beside the main order
 //     rejoin()                   // back to the main order; the work beside it goes on
 //     join()                     // the main order waits for the work beside it so far
+//     gemm_input(trans_b, M, N, K, power, A, B, C)   // C = s^power A op(B), beta 0
 // (an engine without a second stream answers false and does nothing).
+// gemm_input is a product that reads the input X as the engine handed it
+// over: an engine may leave the Frobenius normalisation X <- s X to the two
+// products that read the input (R_0 = s^2 X X^T and the first Q X = s Q X),
+// saving a pass over k x n; one that normalised X beforehand uses s = 1.
 // Q's update needs only Q and this iteration's Z, and nothing of the
 // iteration reads it, so where R is updated too (two products) and a third
 // k x k slice of Xn fits (n >= 3k) it runs beside R's update, off the
 // critical path; it must finish before the next Z overwrites this one.
-// X holds the normalised input (and is overwritten); returns the handle
-// holding the result (X or Xn). Needs gram_ns_fits(k, n).
+// X holds the input (normalised, or scaled in gemm_input) and is
+// overwritten; returns the handle holding the result (X or Xn). Needs
+// gram_ns_fits(k, n).
 template <class Engine, class Mat>
 Mat gram_newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, long n,
                                const std::vector<NsCoefficients>& coeffs) {
@@ -116,13 +122,15 @@ Mat gram_newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, l
   const bool beside = e.concurrent() && gram_ns_fits_beside(k, n);
   Mat Q = A, T = B;
   Mat R = e.slice(Xn, 0), Z = e.slice(Xn, 1);
-  e.gemm(true, k, k, n, 1.0f, X, X, 0.0f, R);           // R = X X^T
+  e.gemm_input(true, k, k, n, 2, X, X, R);              // R = X X^T
   bool fresh = true;                                    // Q = I
+  bool input = true;                                    // X is still the input
   for (std::size_t i = 0; i < coeffs.size(); ++i) {
     const NsCoefficients& c = coeffs[i];
     e.join();                                           // Q's last update read Z
     if (i > 0 && gram_ns_restarts_at(i)) {              // R and Z in Xn are dead here
-      e.gemm(false, k, n, k, 1.0f, Q, X, 0.0f, Xn);     // X = Q X
+      e.gemm_input(false, k, n, k, input ? 1 : 0, Q, X, Xn);  // X = Q X
+      input = false;
       std::swap(X, Xn);
       R = e.slice(Xn, 0);
       Z = e.slice(Xn, 1);
@@ -151,7 +159,7 @@ Mat gram_newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, l
     e.gemm(false, k, k, k, 1.0f, Z, U, c.a, R);         // R = Z U + a U
   }
   e.join();
-  e.gemm(false, k, n, k, 1.0f, Q, X, 0.0f, Xn);         // X = Q X
+  e.gemm_input(false, k, n, k, input ? 1 : 0, Q, X, Xn);  // X = Q X
   return Xn;
 }
 

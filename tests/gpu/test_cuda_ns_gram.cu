@@ -5,7 +5,9 @@
 // shapes, fp32 and bf16 parameters, quintic and Polar Express); a shape it
 // does not fit keeps the plain products bit for bit; per-shape and
 // whole-step graph replay equal eager bit for bit; Q's update beside R's
-// equals the iteration in one order bit for bit.
+// equals the iteration in one order bit for bit; a single matrix whose
+// normalisation the first products apply agrees with the normalised one.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cuda/cuda_ns_tune.hpp"
@@ -121,6 +123,38 @@ TEST(CudaNsGram, BesideIsBitwiseOneOrder) {
     // The two really ran differently: only one has the second stream's workspace.
     EXPECT_NE(static_cast<const dmuon::CudaStepState*>(key_of(beside))->ns_workspace, nullptr);
     EXPECT_EQ(static_cast<const dmuon::CudaStepState*>(key_of(serial))->ns_workspace, nullptr);
+  }
+}
+
+// A single matrix's Gram iteration applies the Frobenius normalisation in
+// its first products (device-side alpha) instead of a pass over X: the same
+// update within rounding, the batch (which keeps the pass) bit for bit, and
+// the same again in the whole-step graph, whose replays reuse the scales.
+TEST(CudaNsGram, DeferredNormMatchesNormalised) {
+  for (int step_graph : {0, 1}) {
+    dmuon_options_t o = options(DMUON_NS_QUINTIC);
+    o.cuda_step_graph = step_graph;
+    Model pass("cuda", kShapes, o, MPI_COMM_SELF), deferred("cuda", kShapes, o, MPI_COMM_SELF);
+    configure(pass, dmuon::kNsGramBlocks);
+    configure(deferred, dmuon::kNsGramBlocks);
+    cuda_of(pass).ns_tuner().config.gram_defer_norm = false;
+    pass.init();
+    deferred.init();
+    const std::string label = "deferred norm, graph " + std::to_string(step_graph);
+    // Rounding differs only where X is rounded once (s X X^T) instead of twice.
+    expect_updates_match(pass, deferred, kShapes, kNarrow, 0.03, label);
+    for (int step = 3; step < 5; ++step)  // the whole-step graph replays from here on
+      for (Model* m : {&pass, &deferred}) {
+        m->grads(step);
+        ASSERT_EQ(dmuon_step(m->opt), DMUON_SUCCESS) << dmuon_context_last_error(m->ctx);
+      }
+    for (const char* one : {"wide", "wide_bf16", "tall"}) {
+      const int k = int(std::find_if(kShapes.begin(), kShapes.end(), [&](const Spec& s) { return s.name == one; }) -
+                        kShapes.begin());
+      EXPECT_NE(deferred.raw(k), pass.raw(k)) << one << ": the deferred products did not run";
+    }
+    for (int k : {3, 4, 5}) EXPECT_EQ(deferred.raw(k), pass.raw(k)) << kShapes[std::size_t(k)].name << " " << label;
+    if (step_graph) EXPECT_GT(cuda_of(deferred).diagnostics(key_of(deferred)).step_replays, 0);
   }
 }
 

@@ -73,6 +73,11 @@ class HostEngine {
   void rejoin() {}
   void join() {}
 
+  // X is normalised before the iteration (cpu_newton_schulz): the input's scale is 1.
+  void gemm_input(bool trans_b, long M, long N, long K, int /*power*/, HostBatch A, HostBatch B, HostBatch C) {
+    gemm(trans_b, M, N, K, 1.0f, A, B, 0.0f, C);
+  }
+
   // M += alpha I; a symmetric M stays symmetric.
   void add_identity(HostBatch M, float alpha, long k) {
     for (int i = 0; i < batch_; ++i)

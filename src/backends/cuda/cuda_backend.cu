@@ -108,8 +108,11 @@ void ShapeWork::release() noexcept {
   cudaFree(A);
   cudaFree(B);
   cudaFree(partials);
+  cudaFree(scales);
+  cudaFree(arrivals);
   X = Xn = A = B = nullptr;
-  partials = nullptr;
+  partials = scales = nullptr;
+  arrivals = nullptr;
 }
 
 // ------------------------------------------------------------ backend

@@ -25,8 +25,10 @@ __device__ inline float norm_scale(double sumsq, float factor, float eps) {
 
 // norm_scale with ||X||_F^2 summed from the momentum pass's `count` partial
 // sums in a fixed order, the same in every block that asks (the normalisation
-// kernel). Called by every thread of the block.
-__device__ inline float norm_scale_from_partials(const float* partials, unsigned count, float factor, float eps) {
+// kernel). Called by every thread of the block. `Partials` is a const float
+// pointer, volatile where other blocks of the same launch wrote them.
+template <class Partials>
+__device__ inline float norm_scale_from_partials(Partials partials, unsigned count, float factor, float eps) {
   __shared__ float scale;
   double s = 0.0;
   for (unsigned j = threadIdx.x; j < count; j += kThreads) s += partials[j];

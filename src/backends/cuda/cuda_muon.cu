@@ -73,12 +73,16 @@ __device__ inline void store8(uint16_t* p, const Vec8& r) {
 // row-major order (a tall matrix is handled by the engine's column-major view,
 // not by a transpose), with per-block sums of squares of the rounded values
 // for the Frobenius norm. Inactive or skipped: X = 0 and the momentum untouched.
+// With `scales`, the last block of a matrix to finish (counted in `arrivals`,
+// which it resets) sums the partials as the normalisation kernel would and
+// stores {s, s^2, 0, 0} for a Gram iteration that applies s in its products.
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict__ grad, float* __restrict__ momentum,
                                                             const MuonMatrix* mats, const MuonHeader* hdr,
                                                             const StepStats* stats, int64_t numel, int nesterov,
-                                                            uint16_t* __restrict__ X, float* __restrict__ partials) {
+                                                            uint16_t* __restrict__ X, float* __restrict__ partials,
+                                                            float factor, float eps, float* scales, unsigned* arrivals) {
   const MuonMatrix mt = mats[blockIdx.y];
   const bool live = mt.active && !stats->skip;
   const float m = hdr->momentum, clip = static_cast<float>(stats->clip_coef);
@@ -114,6 +118,25 @@ __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict_
   }
   const float s = block_sum(acc);
   if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = s;
+  if (!scales) return;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's partial is visible before it counts as arrived
+    last = atomicAdd(&arrivals[blockIdx.y], 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // Volatile: the other blocks' partials are read from memory, past any cache.
+  const volatile float* mine = partials + blockIdx.y * gridDim.x;
+  const float scale = norm_scale_from_partials(mine, gridDim.x, factor, eps);
+  if (threadIdx.x == 0) {
+    float* out = scales + 4 * blockIdx.y;
+    out[0] = scale;
+    out[1] = scale * scale;
+    out[2] = out[3] = 0.f;
+    arrivals[blockIdx.y] = 0;  // ready for the next step (or graph replay)
+  }
 }
 
 // X /= max(factor * ||X||_F, eps), the norm summed from the partials in a
@@ -216,6 +239,9 @@ struct NsEngine {
     long elements = 0;
   } pending;
   const uint16_t* symmetric[2] = {nullptr, nullptr};  // buffers now holding a symmetric matrix
+  // Device {s, s^2, 0}: the input's normalisation, applied by gemm_input
+  // (null: X was normalised by its own pass).
+  const float* input_scale = nullptr;
 
   bool is_symmetric(const uint16_t* p) const { return p && (p == symmetric[0] || p == symmetric[1]); }
   void mark(const uint16_t* C, bool symm) {
@@ -307,30 +333,82 @@ struct NsEngine {
       }
     }
     mark(C, false);
-    // The column-major call: C_cm(m x n) = op1(P) op2(Q).
-    const bool t1 = col_major ? false : trans_b, t2 = col_major ? trans_b : false;
-    const long m = col_major ? M : N, n = col_major ? N : M, k = K;
-    uint16_t* P = col_major ? A : B;
-    uint16_t* Q = col_major ? B : A;
-    const long ldp = col_major ? M : (trans_b ? K : N), ldq = col_major ? (trans_b ? N : K) : K, ldc = m;
-    const long sP = col_major ? M * K : K * N, sQ = col_major ? K * N : M * K, sC = M * N;
-    LtPlan& plan = plan_for({t1, t2, m, n, k, batch, ldp, ldq}, t1, t2, m, n, k, ldp, ldq, ldc, sP, sQ, sC);
+    const ColMajor c = col_major_of(trans_b, M, N, K, A, B);
+    LtPlan& plan = plan_of(c, false);
     if (plan.usable) {
       plan.algo = algo_at(plan.algos, work->algo[role]);
-      if (record) *record = NsGemmCall{true, plan.op, plan.a, plan.b, plan.c, P, Q, c_in, C, alpha, beta, &plan.algos};
-      cublas_check(cublasLtMatmul(st.lt, plan.op, &alpha, P, plan.a, Q, plan.b, &beta, c_in, plan.c, C, plan.c, &plan.algo,
-                                  workspace(), kCublasWorkspace, stream()),
+      if (record) *record = NsGemmCall{true, plan.op, plan.a, plan.b, plan.c, c.P, c.Q, c_in, C, alpha, beta, &plan.algos};
+      cublas_check(cublasLtMatmul(st.lt, plan.op, &alpha, c.P, plan.a, c.Q, plan.b, &beta, c_in, plan.c, C, plan.c,
+                                  &plan.algo, workspace(), kCublasWorkspace, stream()),
                    "cublasLtMatmul (Newton-Schulz)");
       return;
     }
     if (c_in != C)
       cuda_check(cudaMemcpyAsync(C, c_in, sizeof(uint16_t) * M * N * batch, cudaMemcpyDeviceToDevice, stream()),
                  "cudaMemcpyAsync (Newton-Schulz)");
+    fallback_gemm(c, &alpha, &beta, C);
+  }
+
+  // C = s^power A op(B) (beta 0) for a product that reads the input X: with
+  // input_scale, alpha and beta are read on the device (s and s^2 come from
+  // the momentum pass of this very step); otherwise s = 1. Not one of the
+  // timed roles: only steps pass an input_scale, never the tuner.
+  void gemm_input(bool trans_b, long M, long N, long K, int power, uint16_t* A, uint16_t* B, uint16_t* C) {
+    if (!input_scale || power == 0) return gemm(trans_b, M, N, K, 1.0f, A, B, 0.0f, C);
+    flush();
+    mark(C, false);
+    const float* alpha = input_scale + (power == 1 ? 0 : 1);
+    const float* beta = input_scale + 2;
+    const ColMajor c = col_major_of(trans_b, M, N, K, A, B);
+    LtPlan& plan = plan_of(c, true);
+    if (plan.usable) {  // the heuristic's first: the roles' timed choices index another plan's candidates
+      cublas_check(cublasLtMatmul(st.lt, plan.op, alpha, c.P, plan.a, c.Q, plan.b, beta, C, plan.c, C, plan.c,
+                                  &plan.algo, workspace(), kCublasWorkspace, stream()),
+                   "cublasLtMatmul (Newton-Schulz, scaled input)");
+      return;
+    }
+    cublas_check(cublasSetPointerMode(st.cublas, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
+    try {
+      fallback_gemm(c, alpha, beta, C);
+    } catch (...) {
+      cublasSetPointerMode(st.cublas, CUBLAS_POINTER_MODE_HOST);
+      throw;
+    }
+    cublas_check(cublasSetPointerMode(st.cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+  }
+
+  // The column-major call of a row-major product: C_cm(m x n) = op1(P) op2(Q).
+  struct ColMajor {
+    bool t1, t2;
+    long m, n, k, ldp, ldq, ldc, sP, sQ, sC;
+    uint16_t *P, *Q;
+  };
+  ColMajor col_major_of(bool trans_b, long M, long N, long K, uint16_t* A, uint16_t* B) const {
+    ColMajor c;
+    c.t1 = col_major ? false : trans_b;
+    c.t2 = col_major ? trans_b : false;
+    c.m = col_major ? M : N;
+    c.n = col_major ? N : M;
+    c.k = K;
+    c.P = col_major ? A : B;
+    c.Q = col_major ? B : A;
+    c.ldp = col_major ? M : (trans_b ? K : N);
+    c.ldq = col_major ? (trans_b ? N : K) : K;
+    c.ldc = c.m;
+    c.sP = col_major ? M * K : K * N;
+    c.sQ = col_major ? K * N : M * K;
+    c.sC = M * N;
+    return c;
+  }
+
+  // cuBLAS' own batched GEMM where cuBLASLt's heuristic offered nothing;
+  // alpha and beta are read as the handle's pointer mode says.
+  void fallback_gemm(const ColMajor& c, const float* alpha, const float* beta, uint16_t* C) {
     if (beside) use_stream(st.ns_stream, st.ns_workspace);
-    cublas_check(cublasGemmStridedBatchedEx(st.cublas, t1 ? CUBLAS_OP_T : CUBLAS_OP_N, t2 ? CUBLAS_OP_T : CUBLAS_OP_N, int(m),
-                                            int(n), int(k), &alpha, P, CUDA_R_16BF, int(ldp), sP, Q, CUDA_R_16BF, int(ldq),
-                                            sQ, &beta, C, CUDA_R_16BF, int(ldc), sC, batch, CUBLAS_COMPUTE_32F,
-                                            CUBLAS_GEMM_DEFAULT),
+    cublas_check(cublasGemmStridedBatchedEx(st.cublas, c.t1 ? CUBLAS_OP_T : CUBLAS_OP_N, c.t2 ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                            int(c.m), int(c.n), int(c.k), alpha, c.P, CUDA_R_16BF, int(c.ldp), c.sP, c.Q,
+                                            CUDA_R_16BF, int(c.ldq), c.sQ, beta, C, CUDA_R_16BF, int(c.ldc), c.sC, batch,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmStridedBatchedEx (Newton-Schulz)");
     if (beside) use_stream(st.stream, st.cublas_workspace);
   }
@@ -342,8 +420,8 @@ struct NsEngine {
     cublas_check(cublasSetWorkspace(st.cublas, ws, kCublasWorkspace), "cublasSetWorkspace");
   }
 
-  LtPlan& plan_for(const std::array<long, 8>& key, bool t1, bool t2, long m, long n, long k, long ldp, long ldq,
-                   long ldc, long sP, long sQ, long sC) {
+  LtPlan& plan_of(const ColMajor& c, bool device_scalars) {
+    const std::array<long, 9> key = {c.t1, c.t2, c.m, c.n, c.k, batch, c.ldp, c.ldq, device_scalars};
     auto it = st.lt_plans.find(key);
     if (it != st.lt_plans.end()) return it->second;
     LtPlan& p = st.lt_plans[key];
@@ -352,12 +430,17 @@ struct NsEngine {
       lt_batched_layout(l, rows, cols, ld, batch, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, offset, "");
     };
     cublas_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-    const cublasOperation_t o1 = t1 ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = t2 ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t o1 = c.t1 ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = c.t2 ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &o1, sizeof o1), "cublasLtMatmulDescSetAttribute");
     cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &o2, sizeof o2), "cublasLtMatmulDescSetAttribute");
-    layout(p.a, t1 ? k : m, t1 ? m : k, ldp, sP);
-    layout(p.b, t2 ? n : k, t2 ? k : n, ldq, sQ);
-    layout(p.c, m, n, ldc, sC);
+    if (device_scalars) {
+      const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
+      cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode),
+                   "cublasLtMatmulDescSetAttribute");
+    }
+    layout(p.a, c.t1 ? c.k : c.m, c.t1 ? c.m : c.k, c.ldp, c.sP);
+    layout(p.b, c.t2 ? c.n : c.k, c.t2 ? c.k : c.n, c.ldq, c.sQ);
+    layout(p.c, c.m, c.n, c.ldc, c.sC);
     cublasLtMatmulPreference_t pref = nullptr;
     cublas_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t ws = kCublasWorkspace;
@@ -372,7 +455,7 @@ struct NsEngine {
   }
 };
 
-ShapeWork make_work(const MuonShapeBatch& b) {
+ShapeWork make_work(const MuonShapeBatch& b, cudaStream_t stream) {
   ShapeWork w;
   w.dtype = b.dtype;
   w.rows = b.rows;
@@ -391,6 +474,12 @@ ShapeWork make_work(const MuonShapeBatch& b) {
     cuda_check(cudaMalloc(&w.A, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz A)");
     cuda_check(cudaMalloc(&w.B, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz B)");
     cuda_check(cudaMalloc(&w.partials, sizeof(float) * w.count * w.blocks_per_matrix), "cudaMalloc (norm partials)");
+    cuda_check(cudaMalloc(&w.scales, sizeof(float) * 4 * w.count), "cudaMalloc (norm scales)");
+    cuda_check(cudaMalloc(&w.arrivals, sizeof(unsigned) * w.count), "cudaMalloc (norm arrivals)");
+    cuda_check(cudaMemsetAsync(w.arrivals, 0, sizeof(unsigned) * w.count, stream), "cudaMemsetAsync (norm arrivals)");
+    // A product with device-side beta = 0 may read its output before it
+    // overwrites it: Xn starts finite (zero), as every later result leaves it.
+    cuda_check(cudaMemsetAsync(w.Xn, 0, 2 * numel * w.count, stream), "cudaMemsetAsync (Newton-Schulz X)");
   } catch (...) {
     w.release();
     throw;
@@ -409,13 +498,17 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
     return;
   }
   const dim3 grid(static_cast<unsigned>(w.blocks_per_matrix), static_cast<unsigned>(w.count));
+  const bool gram = w.sym_blocks == kNsGramBlocks, defer = gram && w.defer_norm;
   momentum_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<const T*>(buf.grad), buf.momentum, mats, hdr, stats,
-                                                       numel, hyper.nesterov, w.X, w.partials);
+                                                       numel, hyper.nesterov, w.X, w.partials, norm_factor,
+                                                       hyper.ns_eps, defer ? w.scales : nullptr, w.arrivals);
   launch_check("momentum_kernel");
-  normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, norm_factor, hyper.ns_eps);
-  launch_check("normalise_kernel");
-  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps),
-                             w.sym_blocks == kNsGramBlocks);
+  if (!defer) {
+    normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, norm_factor, hyper.ns_eps);
+    launch_check("normalise_kernel");
+  }
+  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps), gram,
+                             defer ? w.scales : nullptr);
   update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), buf.master, mats, stats, numel, out);
   launch_check("update_kernel");
 }
@@ -431,10 +524,13 @@ void enqueue(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const Muon
 }  // namespace
 
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
-                     bool gram) {
+                     bool gram, const float* input_scale) {
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   require(!gram || ns_gram_possible(k, n), DMUON_ERR_INTERNAL, "Gram Newton-Schulz on a shape it does not fit");
+  require(!input_scale || (gram && w.count == 1), DMUON_ERR_INTERNAL,
+          "Newton-Schulz: an input scale in the products needs the Gram iteration on one matrix");
   NsEngine e{st, w.count, w.rows > w.cols, gram ? nullptr : sym, &w, {}};
+  e.input_scale = input_scale;
   e.use_stream(st.stream, st.cublas_workspace);
   uint16_t* out = gram ? gram_newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs)
                        : newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
@@ -478,7 +574,7 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
   ShapeWork& w = st.shapes[index];
   if (w.rows != batch.rows || w.cols != batch.cols || w.dtype != batch.dtype || w.count != int(batch.matrices.size())) {
     w.release();
-    w = make_work(batch);
+    w = make_work(batch, st.stream);
   }
   const auto* mats = static_cast<const MuonMatrix*>(dev_mats);
   const auto* hdr = static_cast<const MuonHeader*>(dev_header);
@@ -497,6 +593,8 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
         gram_ns_fits_beside(k, n))
       cuda_check(cudaMalloc(&st.ns_workspace, kCublasWorkspace), "cudaMalloc (cuBLAS workspace beside)");
     ns_tuner().choose(st, w, hyper.ns_symmetric);
+    // One device-side scalar per product serves one matrix, not a batch.
+    w.defer_norm = w.count == 1 && ns_tuner().config.gram_defer_norm;
   }
   // Inside a whole-step capture the shape is simply part of that graph.
   if (!hyper.cuda_graphs || w.fallback || st.mode != CudaStepState::Mode::eager) {

@@ -50,6 +50,10 @@ struct NsTuneConfig {
   // The Gram iteration's Q update beside R's update on a second stream
   // (core/newton_schulz.hpp); false keeps one order (tests compare the two).
   bool gram_beside = true;
+  // A single matrix's Gram iteration takes the Frobenius normalisation into
+  // its first products instead of a pass over X (cuda_muon.cu); false keeps
+  // the pass (tests and benches compare the two).
+  bool gram_defer_norm = true;
   static NsTuneConfig from_environment();
 };
 
@@ -104,7 +108,9 @@ class NsTuner {
 // the normalised input), products symmetric when `sym` is given, or the Gram
 // iteration when `gram` (then `sym` is unused; needs ns_gram_possible);
 // returns the buffer holding the result (X or Xn). Enqueued on st.stream.
+// With `input_scale` (Gram on a single matrix only: w.scales) X holds the
+// input before its normalisation, which the first products apply.
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
-                     bool gram = false);
+                     bool gram = false, const float* input_scale = nullptr);
 
 }  // namespace dmuon

@@ -72,6 +72,12 @@ struct ShapeWork {
   int blocks_per_matrix = 1;
   uint16_t *X = nullptr, *Xn = nullptr, *A = nullptr, *B = nullptr;  // bf16, batch-contiguous
   float* partials = nullptr;                                         // count * blocks_per_matrix
+  // Where the Gram iteration takes the normalisation into its products
+  // (defer_norm): per matrix {s, s^2, 0, 0}, device-side alpha and beta, written
+  // by the momentum pass's last block to arrive (arrivals counts them).
+  bool defer_norm = false;
+  float* scales = nullptr;
+  unsigned* arrivals = nullptr;
   bool warm = false;
   bool fallback = false;     // capture failed once: this shape stays eager
   std::string note;          // why it fell back
@@ -166,7 +172,7 @@ struct CudaStepState final : StepState {
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* cublas_workspace = nullptr;  // shared by cuBLAS and cuBLASLt: both run in stream order
-  std::map<std::array<long, 8>, LtPlan> lt_plans;
+  std::map<std::array<long, 9>, LtPlan> lt_plans;  // (operands, batch, device-side alpha and beta)
   cudaEvent_t slot_done[kSlots] = {};
   cudaEvent_t main_done = nullptr, uploads_done = nullptr;
   int slot = 0;
