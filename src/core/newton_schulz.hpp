@@ -103,11 +103,14 @@ inline double ns_gram_flops(long k, long n, int steps) {
 //     rejoin()                   // back to the main order; the work beside it goes on
 //     join()                     // the main order waits for the work beside it so far
 //     gemm_input(trans_b, M, N, K, power, A, B, C)   // C = s^power A op(B), beta 0
+//     gemm_result(M, N, K, power, A, B, C)           // the last product, C = s^power A B
 // (an engine without a second stream answers false and does nothing).
 // gemm_input is a product that reads the input X as the engine handed it
 // over: an engine may leave the Frobenius normalisation X <- s X to the two
 // products that read the input (R_0 = s^2 X X^T and the first Q X = s Q X),
 // saving a pass over k x n; one that normalised X beforehand uses s = 1.
+// gemm_result may also apply the Muon update to the parameter itself (the
+// CUDA engine, for one matrix), saving the pass that reads the result.
 // Q's update needs only Q and this iteration's Z, and nothing of the
 // iteration reads it, so where R is updated too (two products) and a third
 // k x k slice of Xn fits (n >= 3k) it runs beside R's update, off the
@@ -159,7 +162,7 @@ Mat gram_newton_schulz_iterate(Engine& e, Mat X, Mat Xn, Mat A, Mat B, long k, l
     e.gemm(false, k, k, k, 1.0f, Z, U, c.a, R);         // R = Z U + a U
   }
   e.join();
-  e.gemm_input(false, k, n, k, input ? 1 : 0, Q, X, Xn);  // X = Q X
+  e.gemm_result(k, n, k, input ? 1 : 0, Q, X, Xn);      // X = Q X
   return Xn;
 }
 

@@ -6,8 +6,9 @@
 // does not fit keeps the plain products bit for bit; per-shape and
 // whole-step graph replay equal eager bit for bit; Q's update beside R's
 // equals the iteration in one order bit for bit; a single matrix whose
-// normalisation the first products apply agrees with the normalised one.
-#include <algorithm>
+// normalisation the first products apply agrees with the normalised one,
+// and one whose last product also applies the update agrees with the update
+// pass and leaves a matrix without a gradient, or a skipped step, untouched.
 #include <cmath>
 
 #include "backends/cuda/cuda_ns_tune.hpp"
@@ -126,36 +127,69 @@ TEST(CudaNsGram, BesideIsBitwiseOneOrder) {
   }
 }
 
-// A single matrix's Gram iteration applies the Frobenius normalisation in
-// its first products (device-side alpha) instead of a pass over X: the same
-// update within rounding, the batch (which keeps the pass) bit for bit, and
-// the same again in the whole-step graph, whose replays reuse the scales.
-TEST(CudaNsGram, DeferredNormMatchesNormalised) {
+// Two models forced to Gram, one with `option` off, compared over three steps
+// within `tolerance` (expect_updates_match), then two more steps (the
+// whole-step graph replays by then): the single matrices ("wide", "wide_bf16",
+// "tall") must differ in bits, the batch (b1-b3, one scale per matrix, so
+// never deferred) must not. `then` checks more on the model with the option.
+template <class Then>
+void check_gram_option(bool dmuon::NsTuneConfig::*option, double tolerance, const std::string& what, Then then) {
   for (int step_graph : {0, 1}) {
     dmuon_options_t o = options(DMUON_NS_QUINTIC);
     o.cuda_step_graph = step_graph;
-    Model pass("cuda", kShapes, o, MPI_COMM_SELF), deferred("cuda", kShapes, o, MPI_COMM_SELF);
-    configure(pass, dmuon::kNsGramBlocks);
-    configure(deferred, dmuon::kNsGramBlocks);
-    cuda_of(pass).ns_tuner().config.gram_defer_norm = false;
-    pass.init();
-    deferred.init();
-    const std::string label = "deferred norm, graph " + std::to_string(step_graph);
-    // Rounding differs only where X is rounded once (s X X^T) instead of twice.
-    expect_updates_match(pass, deferred, kShapes, kNarrow, 0.03, label);
-    for (int step = 3; step < 5; ++step)  // the whole-step graph replays from here on
-      for (Model* m : {&pass, &deferred}) {
+    o.skip_nonfinite = 1;
+    Model off("cuda", kShapes, o, MPI_COMM_SELF), on("cuda", kShapes, o, MPI_COMM_SELF);
+    configure(off, dmuon::kNsGramBlocks);
+    configure(on, dmuon::kNsGramBlocks);
+    cuda_of(off).ns_tuner().config.*option = false;
+    off.init();
+    on.init();
+    const std::string label = what + ", graph " + std::to_string(step_graph);
+    expect_updates_match(off, on, kShapes, kNarrow, tolerance, label);
+    for (int step = 3; step < 5; ++step)
+      for (Model* m : {&off, &on}) {
         m->grads(step);
         ASSERT_EQ(dmuon_step(m->opt), DMUON_SUCCESS) << dmuon_context_last_error(m->ctx);
       }
-    for (const char* one : {"wide", "wide_bf16", "tall"}) {
-      const int k = int(std::find_if(kShapes.begin(), kShapes.end(), [&](const Spec& s) { return s.name == one; }) -
-                        kShapes.begin());
-      EXPECT_NE(deferred.raw(k), pass.raw(k)) << one << ": the deferred products did not run";
-    }
-    for (int k : {3, 4, 5}) EXPECT_EQ(deferred.raw(k), pass.raw(k)) << kShapes[std::size_t(k)].name << " " << label;
-    if (step_graph) EXPECT_GT(cuda_of(deferred).diagnostics(key_of(deferred)).step_replays, 0);
+    for (int k : {0, 1, 2}) EXPECT_NE(on.raw(k), off.raw(k)) << kShapes[std::size_t(k)].name << ": no " << label;
+    for (int k : {3, 4, 5}) EXPECT_EQ(on.raw(k), off.raw(k)) << kShapes[std::size_t(k)].name << " " << label;
+    if (step_graph) EXPECT_GT(cuda_of(on).diagnostics(key_of(on)).step_replays, 0);
+    then(on, label);
   }
+}
+
+// A single matrix's Gram iteration applies the Frobenius normalisation in
+// its first products (device-side alpha) instead of a pass over X: the same
+// update within rounding (X is rounded once, in s X X^T, not twice).
+TEST(CudaNsGram, DeferredNormMatchesNormalised) {
+  check_gram_option(&dmuon::NsTuneConfig::gram_defer_norm, 0.03, "deferred norm", [](Model&, const std::string&) {});
+}
+
+// The last product applies the update to the parameter (alpha -lr, beta the
+// decay, on the device) instead of the update pass: the same update but for
+// the pass's rounding of the result to bf16, for fp32 and bf16 parameters,
+// wide and tall; a matrix without a gradient and a skipped step keep every bit.
+TEST(CudaNsGram, FusedUpdateMatchesPass) {
+  const auto untouched = [](Model& fused, const std::string& label) {
+    std::vector<std::vector<char>> before;
+    for (std::size_t k = 0; k < kShapes.size(); ++k) before.push_back(fused.raw(int(k)));
+    // "wide" without a gradient: alpha 0 and beta 1 leave it as it was.
+    fused.grads(5);
+    ASSERT_EQ(dmuon_mark_no_grad(fused.opt, 0), DMUON_SUCCESS);
+    ASSERT_EQ(dmuon_step(fused.opt), DMUON_SUCCESS) << dmuon_context_last_error(fused.ctx);
+    EXPECT_EQ(fused.raw(0), before[0]) << "wide without a gradient " << label;
+    EXPECT_NE(fused.raw(1), before[1]) << "wide_bf16 did not step " << label;
+    // A non-finite gradient skips the step: nothing moves.
+    for (std::size_t k = 0; k < kShapes.size(); ++k) before[k] = fused.raw(int(k));
+    fused.grads(6);
+    std::vector<double> bad(static_cast<std::size_t>(kShapes[2].numel()), 0.5);
+    bad[7] = NAN;
+    fused.put(2, true, bad);
+    ASSERT_EQ(dmuon_step(fused.opt), DMUON_SUCCESS) << dmuon_context_last_error(fused.ctx);
+    for (std::size_t k = 0; k < kShapes.size(); ++k)
+      EXPECT_EQ(fused.raw(int(k)), before[k]) << kShapes[k].name << " after a skipped step " << label;
+  };
+  check_gram_option(&dmuon::NsTuneConfig::gram_fuse_update, 0.01, "fused update", untouched);
 }
 
 }  // namespace

@@ -77,6 +77,9 @@ class HostEngine {
   void gemm_input(bool trans_b, long M, long N, long K, int /*power*/, HostBatch A, HostBatch B, HostBatch C) {
     gemm(trans_b, M, N, K, 1.0f, A, B, 0.0f, C);
   }
+  void gemm_result(long M, long N, long K, int power, HostBatch A, HostBatch B, HostBatch C) {
+    gemm_input(false, M, N, K, power, A, B, C);
+  }
 
   // M += alpha I; a symmetric M stays symmetric.
   void add_identity(HostBatch M, float alpha, long k) {

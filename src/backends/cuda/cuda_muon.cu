@@ -75,7 +75,20 @@ __device__ inline void store8(uint16_t* p, const Vec8& r) {
 // for the Frobenius norm. Inactive or skipped: X = 0 and the momentum untouched.
 // With `scales`, the last block of a matrix to finish (counted in `arrivals`,
 // which it resets) sums the partials as the normalisation kernel would and
-// stores {s, s^2, 0, 0} for a Gram iteration that applies s in its products.
+// stores the NormScale scalars for a Gram iteration that applies s in its
+// products (and the update in its last).
+
+// Per matrix, the device-side alphas and betas of the Gram products that read
+// the input or write the parameter (NsEngine::gemm_input, gemm_result).
+enum NormScale : int {
+  kScale,              // s = 1 / max(factor ||X||_F, eps)
+  kScale2,             // s^2
+  kZero,               // beta of a product that overwrites its output
+  kUpdateAlpha,        // -lr (0 where the matrix is inactive or the step skipped)
+  kUpdateBeta,         // the decay 1 - lr wd (1 likewise)
+  kUpdateAlphaScaled,  // -lr s: the last product is the first to read the input
+  kNormScales = 8      // floats per matrix (32 bytes)
+};
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict__ grad, float* __restrict__ momentum,
@@ -131,10 +144,13 @@ __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict_
   const volatile float* mine = partials + blockIdx.y * gridDim.x;
   const float scale = norm_scale_from_partials(mine, gridDim.x, factor, eps);
   if (threadIdx.x == 0) {
-    float* out = scales + 4 * blockIdx.y;
-    out[0] = scale;
-    out[1] = scale * scale;
-    out[2] = out[3] = 0.f;
+    float* out = scales + kNormScales * blockIdx.y;
+    out[kScale] = scale;
+    out[kScale2] = scale * scale;
+    out[kZero] = 0.f;
+    out[kUpdateAlpha] = live ? -mt.lr : 0.f;
+    out[kUpdateBeta] = live ? mt.decay : 1.f;
+    out[kUpdateAlphaScaled] = out[kUpdateAlpha] * scale;
     arrivals[blockIdx.y] = 0;  // ready for the next step (or graph replay)
   }
 }
@@ -239,9 +255,10 @@ struct NsEngine {
     long elements = 0;
   } pending;
   const uint16_t* symmetric[2] = {nullptr, nullptr};  // buffers now holding a symmetric matrix
-  // Device {s, s^2, 0}: the input's normalisation, applied by gemm_input
-  // (null: X was normalised by its own pass).
+  // The matrix's NormScale scalars (device): the input's normalisation,
+  // applied by gemm_input (null: X was normalised by its own pass).
   const float* input_scale = nullptr;
+  NsParamUpdate* update = nullptr;  // the parameter gemm_result may update
 
   bool is_symmetric(const uint16_t* p) const { return p && (p == symmetric[0] || p == symmetric[1]); }
   void mark(const uint16_t* C, bool symm) {
@@ -357,8 +374,8 @@ struct NsEngine {
     if (!input_scale || power == 0) return gemm(trans_b, M, N, K, 1.0f, A, B, 0.0f, C);
     flush();
     mark(C, false);
-    const float* alpha = input_scale + (power == 1 ? 0 : 1);
-    const float* beta = input_scale + 2;
+    const float* alpha = input_scale + (power == 1 ? kScale : kScale2);
+    const float* beta = input_scale + kZero;
     const ColMajor c = col_major_of(trans_b, M, N, K, A, B);
     LtPlan& plan = plan_of(c, true);
     if (plan.usable) {  // the heuristic's first: the roles' timed choices index another plan's candidates
@@ -375,6 +392,23 @@ struct NsEngine {
       throw;
     }
     cublas_check(cublasSetPointerMode(st.cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+  }
+
+  // The iteration's last product C = s^power A B. With `update`, it is
+  // P = -lr s^power A B + decay P on the parameter P instead (the layout of
+  // C, in P's type), where cuBLASLt has a plan; then update->done.
+  void gemm_result(long M, long N, long K, int power, uint16_t* A, uint16_t* B, uint16_t* C) {
+    if (!update || !input_scale) return gemm_input(false, M, N, K, power, A, B, C);
+    flush();
+    const ColMajor c = col_major_of(false, M, N, K, A, B);
+    LtPlan& plan = plan_of(c, true, update->fp32 ? CUDA_R_32F : CUDA_R_16BF);
+    if (!plan.usable) return gemm_input(false, M, N, K, power, A, B, C);
+    const float* alpha = input_scale + (power == 0 ? kUpdateAlpha : kUpdateAlphaScaled);
+    const float* beta = input_scale + kUpdateBeta;
+    cublas_check(cublasLtMatmul(st.lt, plan.op, alpha, c.P, plan.a, c.Q, plan.b, beta, update->param, plan.c,
+                                update->param, plan.c, &plan.algo, workspace(), kCublasWorkspace, stream()),
+                 "cublasLtMatmul (Newton-Schulz, update)");
+    update->done = true;
   }
 
   // The column-major call of a row-major product: C_cm(m x n) = op1(P) op2(Q).
@@ -420,14 +454,15 @@ struct NsEngine {
     cublas_check(cublasSetWorkspace(st.cublas, ws, kCublasWorkspace), "cublasSetWorkspace");
   }
 
-  LtPlan& plan_of(const ColMajor& c, bool device_scalars) {
-    const std::array<long, 9> key = {c.t1, c.t2, c.m, c.n, c.k, batch, c.ldp, c.ldq, device_scalars};
+  LtPlan& plan_of(const ColMajor& c, bool device_scalars, cudaDataType_t c_type = CUDA_R_16BF) {
+    const std::array<long, 10> key = {c.t1, c.t2, c.m, c.n, c.k, batch, c.ldp, c.ldq, device_scalars, long(c_type)};
     auto it = st.lt_plans.find(key);
     if (it != st.lt_plans.end()) return it->second;
     LtPlan& p = st.lt_plans[key];
-    auto layout = [&](cublasLtMatrixLayout_t& l, long rows, long cols, long ld, long stride) {
+    auto layout = [&](cublasLtMatrixLayout_t& l, long rows, long cols, long ld, long stride,
+                      cudaDataType_t type = CUDA_R_16BF) {
       const int64_t offset = stride;
-      lt_batched_layout(l, rows, cols, ld, batch, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, offset, "");
+      lt_batched_layout(l, rows, cols, ld, batch, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, offset, "", type);
     };
     cublas_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const cublasOperation_t o1 = c.t1 ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = c.t2 ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -440,11 +475,16 @@ struct NsEngine {
     }
     layout(p.a, c.t1 ? c.k : c.m, c.t1 ? c.m : c.k, c.ldp, c.sP);
     layout(p.b, c.t2 ? c.n : c.k, c.t2 ? c.k : c.n, c.ldq, c.sQ);
-    layout(p.c, c.m, c.n, c.ldc, c.sC);
+    layout(p.c, c.m, c.n, c.ldc, c.sC, c_type);
     cublasLtMatmulPreference_t pref = nullptr;
     cublas_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t ws = kCublasWorkspace;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (c_type != CUDA_R_16BF) {  // a parameter inside the flat buffer: 16-byte aligned, not 256
+      const uint32_t align = 16;
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
+    }
     // The heuristic's top candidates: the first is its pick, the others are
     // timed against it at the shape's first use (cuda_ns_tune.cu).
     p.algos = lt_candidates(st.lt, p.op, p.a, p.b, p.c, pref);
@@ -474,7 +514,7 @@ ShapeWork make_work(const MuonShapeBatch& b, cudaStream_t stream) {
     cuda_check(cudaMalloc(&w.A, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz A)");
     cuda_check(cudaMalloc(&w.B, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz B)");
     cuda_check(cudaMalloc(&w.partials, sizeof(float) * w.count * w.blocks_per_matrix), "cudaMalloc (norm partials)");
-    cuda_check(cudaMalloc(&w.scales, sizeof(float) * 4 * w.count), "cudaMalloc (norm scales)");
+    cuda_check(cudaMalloc(&w.scales, sizeof(float) * kNormScales * w.count), "cudaMalloc (norm scales)");
     cuda_check(cudaMalloc(&w.arrivals, sizeof(unsigned) * w.count), "cudaMalloc (norm arrivals)");
     cuda_check(cudaMemsetAsync(w.arrivals, 0, sizeof(unsigned) * w.count, stream), "cudaMemsetAsync (norm arrivals)");
     // A product with device-side beta = 0 may read its output before it
@@ -507,8 +547,15 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
     normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, norm_factor, hyper.ns_eps);
     launch_check("normalise_kernel");
   }
+  // The last product may apply the update itself (fuse_update): not with
+  // master weights (the update starts from the master), not off 16 bytes.
+  NsParamUpdate update;
+  update.param = static_cast<T*>(buf.param) + w.param_offset;
+  update.fp32 = w.dtype == Dtype::fp32;
+  const bool fuse = defer && w.fuse_update && !buf.master && reinterpret_cast<uintptr_t>(update.param) % 16 == 0;
   uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps), gram,
-                             defer ? w.scales : nullptr);
+                             defer ? w.scales : nullptr, fuse ? &update : nullptr);
+  if (update.done) return;
   update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), buf.master, mats, stats, numel, out);
   launch_check("update_kernel");
 }
@@ -524,13 +571,14 @@ void enqueue(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const Muon
 }  // namespace
 
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
-                     bool gram, const float* input_scale) {
+                     bool gram, const float* input_scale, NsParamUpdate* update) {
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   require(!gram || ns_gram_possible(k, n), DMUON_ERR_INTERNAL, "Gram Newton-Schulz on a shape it does not fit");
   require(!input_scale || (gram && w.count == 1), DMUON_ERR_INTERNAL,
           "Newton-Schulz: an input scale in the products needs the Gram iteration on one matrix");
   NsEngine e{st, w.count, w.rows > w.cols, gram ? nullptr : sym, &w, {}};
   e.input_scale = input_scale;
+  e.update = update;
   e.use_stream(st.stream, st.cublas_workspace);
   uint16_t* out = gram ? gram_newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs)
                        : newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
@@ -595,7 +643,9 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
     ns_tuner().choose(st, w, hyper.ns_symmetric);
     // One device-side scalar per product serves one matrix, not a batch.
     w.defer_norm = w.count == 1 && ns_tuner().config.gram_defer_norm;
+    w.fuse_update = w.defer_norm && ns_tuner().config.gram_fuse_update;
   }
+  if (w.count == 1) w.param_offset = batch.matrices[0].offset;
   // Inside a whole-step capture the shape is simply part of that graph.
   if (!hyper.cuda_graphs || w.fallback || st.mode != CudaStepState::Mode::eager) {
     enqueue(st, w, buf, hyper, stats, mats, hdr);

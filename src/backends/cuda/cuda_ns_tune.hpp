@@ -54,6 +54,9 @@ struct NsTuneConfig {
   // its first products instead of a pass over X (cuda_muon.cu); false keeps
   // the pass (tests and benches compare the two).
   bool gram_defer_norm = true;
+  // With it, the last product also applies the update to the parameter
+  // (alpha -lr, beta the decay) instead of an update pass; false keeps the pass.
+  bool gram_fuse_update = true;
   static NsTuneConfig from_environment();
 };
 
@@ -110,7 +113,15 @@ class NsTuner {
 // returns the buffer holding the result (X or Xn). Enqueued on st.stream.
 // With `input_scale` (Gram on a single matrix only: w.scales) X holds the
 // input before its normalisation, which the first products apply.
+// With `update` as well, the last product writes the Muon update into that
+// parameter (no master weights; fp32 or bf16) where cuBLASLt offers a plan
+// for it, and sets update->done; otherwise the result is returned as always.
+struct NsParamUpdate {
+  void* param = nullptr;  // the matrix's first element, 16-byte aligned
+  bool fp32 = true;
+  bool done = false;
+};
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
-                     bool gram = false, const float* input_scale = nullptr);
+                     bool gram = false, const float* input_scale = nullptr, NsParamUpdate* update = nullptr);
 
 }  // namespace dmuon

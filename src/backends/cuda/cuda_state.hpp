@@ -73,9 +73,13 @@ struct ShapeWork {
   uint16_t *X = nullptr, *Xn = nullptr, *A = nullptr, *B = nullptr;  // bf16, batch-contiguous
   float* partials = nullptr;                                         // count * blocks_per_matrix
   // Where the Gram iteration takes the normalisation into its products
-  // (defer_norm): per matrix {s, s^2, 0, 0}, device-side alpha and beta, written
-  // by the momentum pass's last block to arrive (arrivals counts them).
+  // (defer_norm): per matrix kNormScales device-side alphas and betas (see
+  // cuda_muon.cu), written by the momentum pass's last block to arrive
+  // (arrivals counts them). With fuse_update, the last product also applies
+  // the update to the parameter at param_offset.
   bool defer_norm = false;
+  bool fuse_update = false;
+  int64_t param_offset = 0;
   float* scales = nullptr;
   unsigned* arrivals = nullptr;
   bool warm = false;
@@ -120,10 +124,12 @@ inline const cublasLtMatmulAlgo_t& algo_at(const std::vector<cublasLtMatmulAlgo_
 // cuda_ns_symmetric.cu. How the batch is addressed differs between them, so
 // the caller names that attribute and its value (strided: the int64_t offset;
 // pointer arrays: the uint32_t batch mode). `tag` ends each call's error text.
+// `type` other than bf16: a parameter the last product updates in place.
 template <class T>
 void lt_batched_layout(cublasLtMatrixLayout_t& l, long rows, long cols, long ld, int32_t batch,
-                       cublasLtMatrixLayoutAttribute_t addressing, const T& value, const std::string& tag) {
-  cublas_check(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, ld), ("cublasLtMatrixLayoutCreate" + tag).c_str());
+                       cublasLtMatrixLayoutAttribute_t addressing, const T& value, const std::string& tag,
+                       cudaDataType_t type = CUDA_R_16BF) {
+  cublas_check(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld), ("cublasLtMatrixLayoutCreate" + tag).c_str());
   cublas_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch),
                ("cublasLtMatrixLayoutSetAttribute" + tag).c_str());
   cublas_check(cublasLtMatrixLayoutSetAttribute(l, addressing, &value, sizeof value),
@@ -172,7 +178,7 @@ struct CudaStepState final : StepState {
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* cublas_workspace = nullptr;  // shared by cuBLAS and cuBLASLt: both run in stream order
-  std::map<std::array<long, 9>, LtPlan> lt_plans;  // (operands, batch, device-side alpha and beta)
+  std::map<std::array<long, 10>, LtPlan> lt_plans;  // (operands, batch, device-side alpha and beta, C's type)
   cudaEvent_t slot_done[kSlots] = {};
   cudaEvent_t main_done = nullptr, uploads_done = nullptr;
   int slot = 0;
