@@ -90,6 +90,11 @@ enum NormScale : int {
   kNormScales = 8      // floats per matrix (32 bytes)
 };
 
+// What the update in the last product asks of a parameter, which sits
+// anywhere in the flat buffer (cuBLASLt's heuristic otherwise assumes 256):
+// its plan is chosen for this alignment, and a less aligned one keeps the pass.
+constexpr uintptr_t kParamAlignment = 16;
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict__ grad, float* __restrict__ momentum,
                                                             const MuonMatrix* mats, const MuonHeader* hdr,
@@ -378,12 +383,7 @@ struct NsEngine {
     const float* beta = input_scale + kZero;
     const ColMajor c = col_major_of(trans_b, M, N, K, A, B);
     LtPlan& plan = plan_of(c, true);
-    if (plan.usable) {  // the heuristic's first: the roles' timed choices index another plan's candidates
-      cublas_check(cublasLtMatmul(st.lt, plan.op, alpha, c.P, plan.a, c.Q, plan.b, beta, C, plan.c, C, plan.c,
-                                  &plan.algo, workspace(), kCublasWorkspace, stream()),
-                   "cublasLtMatmul (Newton-Schulz, scaled input)");
-      return;
-    }
+    if (plan.usable) return matmul_device_scalars(c, plan, alpha, beta, C, "cublasLtMatmul (Newton-Schulz, scaled input)");
     cublas_check(cublasSetPointerMode(st.cublas, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
     try {
       fallback_gemm(c, alpha, beta, C);
@@ -401,13 +401,10 @@ struct NsEngine {
     if (!update || !input_scale) return gemm_input(false, M, N, K, power, A, B, C);
     flush();
     const ColMajor c = col_major_of(false, M, N, K, A, B);
-    LtPlan& plan = plan_of(c, true, update->fp32 ? CUDA_R_32F : CUDA_R_16BF);
+    LtPlan& plan = plan_of(c, true, update);
     if (!plan.usable) return gemm_input(false, M, N, K, power, A, B, C);
     const float* alpha = input_scale + (power == 0 ? kUpdateAlpha : kUpdateAlphaScaled);
-    const float* beta = input_scale + kUpdateBeta;
-    cublas_check(cublasLtMatmul(st.lt, plan.op, alpha, c.P, plan.a, c.Q, plan.b, beta, update->param, plan.c,
-                                update->param, plan.c, &plan.algo, workspace(), kCublasWorkspace, stream()),
-                 "cublasLtMatmul (Newton-Schulz, update)");
+    matmul_device_scalars(c, plan, alpha, input_scale + kUpdateBeta, update->param, "cublasLtMatmul (Newton-Schulz, update)");
     update->done = true;
   }
 
@@ -435,6 +432,16 @@ struct NsEngine {
     return c;
   }
 
+  // D = alpha op1(P) op2(Q) + beta D with alpha and beta on the device, in
+  // place (C = D), with the heuristic's first algorithm: the roles' timed
+  // choices index another plan's candidates.
+  void matmul_device_scalars(const ColMajor& c, LtPlan& plan, const float* alpha, const float* beta, void* D,
+                             const char* what) {
+    cublas_check(cublasLtMatmul(st.lt, plan.op, alpha, c.P, plan.a, c.Q, plan.b, beta, D, plan.c, D, plan.c, &plan.algo,
+                                workspace(), kCublasWorkspace, stream()),
+                 what);
+  }
+
   // cuBLAS' own batched GEMM where cuBLASLt's heuristic offered nothing;
   // alpha and beta are read as the handle's pointer mode says.
   void fallback_gemm(const ColMajor& c, const float* alpha, const float* beta, uint16_t* C) {
@@ -454,8 +461,12 @@ struct NsEngine {
     cublas_check(cublasSetWorkspace(st.cublas, ws, kCublasWorkspace), "cublasSetWorkspace");
   }
 
-  LtPlan& plan_of(const ColMajor& c, bool device_scalars, cudaDataType_t c_type = CUDA_R_16BF) {
-    const std::array<long, 10> key = {c.t1, c.t2, c.m, c.n, c.k, batch, c.ldp, c.ldq, device_scalars, long(c_type)};
+  // The plan of a product, its output in the workspace, or with `into` in
+  // that parameter (its type, at kParamAlignment).
+  LtPlan& plan_of(const ColMajor& c, bool device_scalars, const NsParamUpdate* into = nullptr) {
+    const cudaDataType_t c_type = into && into->fp32 ? CUDA_R_32F : CUDA_R_16BF;
+    const long output = into ? 1 + long(c_type) : 0;  // 0: the workspace
+    const std::array<long, 10> key = {c.t1, c.t2, c.m, c.n, c.k, batch, c.ldp, c.ldq, device_scalars, output};
     auto it = st.lt_plans.find(key);
     if (it != st.lt_plans.end()) return it->second;
     LtPlan& p = st.lt_plans[key];
@@ -480,8 +491,8 @@ struct NsEngine {
     cublas_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t ws = kCublasWorkspace;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (c_type != CUDA_R_16BF) {  // a parameter inside the flat buffer: 16-byte aligned, not 256
-      const uint32_t align = 16;
+    if (into) {
+      const uint32_t align = kParamAlignment;
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
     }
@@ -514,6 +525,7 @@ ShapeWork make_work(const MuonShapeBatch& b, cudaStream_t stream) {
     cuda_check(cudaMalloc(&w.A, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz A)");
     cuda_check(cudaMalloc(&w.B, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz B)");
     cuda_check(cudaMalloc(&w.partials, sizeof(float) * w.count * w.blocks_per_matrix), "cudaMalloc (norm partials)");
+    if (w.count == 1) w.param_offset = b.matrices[0].offset;
     cuda_check(cudaMalloc(&w.scales, sizeof(float) * kNormScales * w.count), "cudaMalloc (norm scales)");
     cuda_check(cudaMalloc(&w.arrivals, sizeof(unsigned) * w.count), "cudaMalloc (norm arrivals)");
     cuda_check(cudaMemsetAsync(w.arrivals, 0, sizeof(unsigned) * w.count, stream), "cudaMemsetAsync (norm arrivals)");
@@ -548,11 +560,12 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
     launch_check("normalise_kernel");
   }
   // The last product may apply the update itself (fuse_update): not with
-  // master weights (the update starts from the master), not off 16 bytes.
+  // master weights (the update starts from the master), not off kParamAlignment.
   NsParamUpdate update;
   update.param = static_cast<T*>(buf.param) + w.param_offset;
   update.fp32 = w.dtype == Dtype::fp32;
-  const bool fuse = defer && w.fuse_update && !buf.master && reinterpret_cast<uintptr_t>(update.param) % 16 == 0;
+  const bool fuse =
+      defer && w.fuse_update && !buf.master && reinterpret_cast<uintptr_t>(update.param) % kParamAlignment == 0;
   uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps), gram,
                              defer ? w.scales : nullptr, fuse ? &update : nullptr);
   if (update.done) return;
@@ -645,7 +658,6 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
     w.defer_norm = w.count == 1 && ns_tuner().config.gram_defer_norm;
     w.fuse_update = w.defer_norm && ns_tuner().config.gram_fuse_update;
   }
-  if (w.count == 1) w.param_offset = batch.matrices[0].offset;
   // Inside a whole-step capture the shape is simply part of that graph.
   if (!hyper.cuda_graphs || w.fallback || st.mode != CudaStepState::Mode::eager) {
     enqueue(st, w, buf, hyper, stats, mats, hdr);

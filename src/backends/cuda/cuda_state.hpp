@@ -178,7 +178,7 @@ struct CudaStepState final : StepState {
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* cublas_workspace = nullptr;  // shared by cuBLAS and cuBLASLt: both run in stream order
-  std::map<std::array<long, 10>, LtPlan> lt_plans;  // (operands, batch, device-side alpha and beta, C's type)
+  std::map<std::array<long, 10>, LtPlan> lt_plans;  // (operands, batch, device-side alpha and beta, output)
   cudaEvent_t slot_done[kSlots] = {};
   cudaEvent_t main_done = nullptr, uploads_done = nullptr;
   int slot = 0;
