@@ -141,19 +141,22 @@ inline double Run::host_us_per_step(int calls) {
   return us;
 }
 
-inline Run::HostCost Run::host_cost(int calls, int rounds) {
+// Host microseconds per call of `enqueue`, over `rounds` rounds of `calls`
+// calls, each round behind a kernel that holds `stream` until the round is
+// enqueued (so the device's pace does not enter).
+inline Run::HostCost held_host_cost(cudaStream_t stream, const std::function<void()>& enqueue, int calls, int rounds) {
   int* flag = nullptr;
   cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
   int* dflag = nullptr;
   cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
   std::vector<double> all;
-  HostCost c;
+  Run::HostCost c;
   for (int r = 0; r < rounds; ++r) {
     *reinterpret_cast<volatile int*>(flag) = 0;
     hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
     for (int i = 0; i < calls; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      step();
+      enqueue();
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       all.push_back(us);
       c.mean_us += us;
@@ -167,6 +170,10 @@ inline Run::HostCost Run::host_cost(int calls, int rounds) {
   std::sort(all.begin(), all.end());
   c.median_us = all[all.size() / 2];
   return c;
+}
+
+inline Run::HostCost Run::host_cost(int calls, int rounds) {
+  return held_host_cost(stream, [this] { step(); }, calls, rounds);
 }
 
 // Parses the command line into the options of `desc` (which has --help).

@@ -585,6 +585,8 @@ CudaBackend::Diagnostics CudaBackend::diagnostics(const StepState* state) const 
   const CudaStepState& st = *static_cast<const CudaStepState*>(state);
   d.stream = st.stream;
   if (st.step_graph) {
+    d.step_graph = st.step_graph;
+    d.step_graph_exec = st.step_exec;
     d.step_graph_nodes = 0;
     d.step_graph_d2h_copies = 0;
     count_nodes(static_cast<cudaGraph_t>(st.step_graph), d.step_graph_nodes, d.step_graph_d2h_copies);

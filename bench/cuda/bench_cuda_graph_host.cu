@@ -1,0 +1,212 @@
+// Where the host time of a replayed whole-step graph goes. For each Newton-Schulz
+// shape of bench_cuda_ns (bf16, --count matrices), the host microseconds per
+// call, median of 5 rounds of 6 calls enqueued behind a held stream, of:
+//   step         dmuon_step, replaying the whole-step graph
+//   launch       cudaGraphLaunch of that graph's executable alone
+//   chain        the same nodes, cloned, with their edges replaced by one chain
+//   empty        the graph's nodes and edges, every node an empty one-thread kernel
+//   empty_chain  as many empty kernels, chained
+//   device       the graph instantiated for device launch (where it may be)
+// and the graph's makeup: nodes by type, edges, nodes that join or fork,
+// kernel nodes launched as thread-block clusters, edges that are not plain
+// completion edges.
+#include <boost/program_options.hpp>
+#include <map>
+#include <string>
+
+#include "backends/cuda/cuda_backend.hpp"
+#include "bench_common.cuh"
+#include "core/context.hpp"
+#include "core/optimizer.hpp"
+
+namespace {
+
+__global__ void empty_kernel() {}
+
+struct Edges {
+  std::vector<cudaGraphNode_t> from, to;
+  std::vector<cudaGraphEdgeData> data;
+};
+
+Edges edges_of(cudaGraph_t g) {
+  Edges e;
+  size_t n = 0;
+  bench::cuda(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n), "cudaGraphGetEdges");
+  e.from.resize(n);
+  e.to.resize(n);
+  e.data.resize(n);
+  if (n) bench::cuda(cudaGraphGetEdges(g, e.from.data(), e.to.data(), e.data.data(), &n), "cudaGraphGetEdges");
+  return e;
+}
+
+// The graph's nodes in an order that respects every edge (Kahn's algorithm).
+std::vector<cudaGraphNode_t> topological(cudaGraph_t g, const Edges& e) {
+  size_t n = 0;
+  cudaGraphGetNodes(g, nullptr, &n);
+  std::vector<cudaGraphNode_t> nodes(n);
+  cudaGraphGetNodes(g, nodes.data(), &n);
+  std::map<cudaGraphNode_t, int> indegree;
+  for (cudaGraphNode_t v : nodes) indegree[v] = 0;
+  for (cudaGraphNode_t v : e.to) ++indegree[v];
+  std::vector<cudaGraphNode_t> order;
+  for (cudaGraphNode_t v : nodes)
+    if (indegree[v] == 0) order.push_back(v);
+  for (size_t i = 0; i < order.size(); ++i)
+    for (size_t k = 0; k < e.from.size(); ++k)
+      if (e.from[k] == order[i] && --indegree[e.to[k]] == 0) order.push_back(e.to[k]);
+  return order;
+}
+
+void print_makeup(const std::string& tag, cudaGraph_t g, const Edges& e, const std::vector<cudaGraphNode_t>& order) {
+  std::map<int, int> types;
+  std::map<cudaGraphNode_t, int> in, out;
+  int clusters = 0, special_edges = 0;
+  for (cudaGraphNode_t v : order) {
+    cudaGraphNodeType t;
+    cudaGraphNodeGetType(v, &t);
+    ++types[static_cast<int>(t)];
+    if (t == cudaGraphNodeTypeKernel) {
+      cudaLaunchAttributeValue a{};
+      if (cudaGraphKernelNodeGetAttribute(v, cudaLaunchAttributeClusterDimension, &a) == cudaSuccess &&
+          a.clusterDim.x * a.clusterDim.y * a.clusterDim.z > 1)
+        ++clusters;
+    }
+  }
+  for (size_t k = 0; k < e.from.size(); ++k) {
+    ++out[e.from[k]];
+    ++in[e.to[k]];
+    if (e.data[k].type != cudaGraphDependencyTypeDefault || e.data[k].from_port != 0) ++special_edges;
+  }
+  int joins = 0, forks = 0;
+  for (const auto& kv : in) joins += kv.second > 1;
+  for (const auto& kv : out) forks += kv.second > 1;
+  std::printf("MAKEUP %s nodes=%zu edges=%zu joins=%d forks=%d cluster_kernels=%d special_edges=%d types:", tag.c_str(),
+              order.size(), e.from.size(), joins, forks, clusters, special_edges);
+  for (const auto& kv : types) std::printf(" %d:%d", kv.first, kv.second);
+  std::printf("\n");
+  bench::result(tag + "_nodes", static_cast<double>(order.size()));
+  bench::result(tag + "_joins", joins);
+  bench::result(tag + "_cluster_kernels", clusters);
+}
+
+cudaGraphExec_t instantiate(cudaGraph_t g) {
+  cudaGraphExec_t x = nullptr;
+  bench::cuda(cudaGraphInstantiate(&x, g, 0), "cudaGraphInstantiate");
+  return x;
+}
+
+// The clone of `g` whose edges are one chain in `order`.
+cudaGraph_t chained_clone(cudaGraph_t g, const Edges& e, const std::vector<cudaGraphNode_t>& order) {
+  cudaGraph_t c = nullptr;
+  bench::cuda(cudaGraphClone(&c, g), "cudaGraphClone");
+  auto in_clone = [&](cudaGraphNode_t v) {
+    cudaGraphNode_t w = nullptr;
+    bench::cuda(cudaGraphNodeFindInClone(&w, v, c), "cudaGraphNodeFindInClone");
+    return w;
+  };
+  for (size_t k = 0; k < e.from.size(); ++k) {
+    cudaGraphNode_t f = in_clone(e.from[k]), t = in_clone(e.to[k]);
+    bench::cuda(cudaGraphRemoveDependencies(c, &f, &t, &e.data[k], 1), "cudaGraphRemoveDependencies");
+  }
+  for (size_t i = 1; i < order.size(); ++i) {
+    cudaGraphNode_t f = in_clone(order[i - 1]), t = in_clone(order[i]);
+    bench::cuda(cudaGraphAddDependencies(c, &f, &t, nullptr, 1), "cudaGraphAddDependencies");
+  }
+  return c;
+}
+
+// A graph of empty kernels: one per node of `order`, with the edges of `e`
+// (or, when `chain`, one chain in that order).
+cudaGraph_t empty_graph(const Edges& e, const std::vector<cudaGraphNode_t>& order, bool chain) {
+  cudaGraph_t c = nullptr;
+  bench::cuda(cudaGraphCreate(&c, 0), "cudaGraphCreate");
+  cudaKernelNodeParams p{};
+  p.func = reinterpret_cast<void*>(empty_kernel);
+  p.gridDim = dim3(1);
+  p.blockDim = dim3(1);
+  std::map<cudaGraphNode_t, cudaGraphNode_t> made;
+  cudaGraphNode_t last = nullptr;
+  for (cudaGraphNode_t v : order) {
+    std::vector<cudaGraphNode_t> deps;
+    if (chain) {
+      if (last) deps.push_back(last);
+    } else {
+      for (size_t k = 0; k < e.to.size(); ++k)
+        if (e.to[k] == v) deps.push_back(made.at(e.from[k]));
+    }
+    bench::cuda(cudaGraphAddKernelNode(&last, c, deps.data(), deps.size(), &p), "cudaGraphAddKernelNode");
+    made[v] = last;
+  }
+  return c;
+}
+
+void measure(const std::string& tag, cudaStream_t stream, cudaGraphExec_t x) {
+  bench::cuda(cudaGraphUpload(x, stream), "cudaGraphUpload");
+  bench::cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  const bench::Run::HostCost h = bench::held_host_cost(
+      stream, [&] { bench::cuda(cudaGraphLaunch(x, stream), "cudaGraphLaunch"); }, 6, 5);
+  bench::result(tag + "_host_us", h.median_us);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  namespace po = boost::program_options;
+  po::options_description desc("bench_cuda_graph_host: the host time of a replayed whole-step graph, taken apart");
+  int count = 1;
+  std::string only;
+  desc.add_options()("help", "this text")("count", po::value(&count)->default_value(1), "matrices of each shape")(
+      "shape", po::value(&only)->default_value(""), "only this shape, e.g. 4096x16384");
+  if (!bench::parse_options(argc, argv, desc)) {
+    MPI_Finalize();
+    return 0;
+  }
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{768, 768}, {768, 3072}, {2048, 2048}, {4096, 4096}, {4096, 16384}};
+  for (const auto& s : shapes) {
+    const std::string name = std::to_string(s.first) + "x" + std::to_string(s.second);
+    if (!only.empty() && only != name) continue;
+    std::vector<bench::Param> params;
+    for (int i = 0; i < count; ++i)
+      params.push_back({"m" + std::to_string(i), DMUON_KIND_MUON, DMUON_DTYPE_BF16, {s.first, s.second}});
+    const std::string tag = "graph_" + name + "_n" + std::to_string(count);
+    dmuon_options_t o = DMUON_OPTIONS_INIT;
+    o.cuda_step_graph = 1;
+    bench::Run run(params, o);
+    run.ms_per_step(4, 2);  // eager warm-up, capture, replays
+    bench::result(tag + "_step_host_us", run.host_cost(6, 5).median_us);
+    auto* backend = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
+    const dmuon::CudaBackend::Diagnostics d = backend->diagnostics(run.opt->impl.step_state());
+    auto g = static_cast<cudaGraph_t>(d.step_graph);
+    if (!g) {
+      std::printf("MAKEUP %s: no whole-step graph\n", tag.c_str());
+      continue;
+    }
+    const Edges e = edges_of(g);
+    const std::vector<cudaGraphNode_t> order = topological(g, e);
+    print_makeup(tag, g, e, order);
+    measure(tag + "_launch", run.stream, static_cast<cudaGraphExec_t>(d.step_graph_exec));
+    cudaGraphExec_t dx = nullptr;
+    const cudaError_t drc = cudaGraphInstantiateWithFlags(&dx, g, cudaGraphInstantiateFlagDeviceLaunch);
+    if (drc == cudaSuccess) {
+      measure(tag + "_device", run.stream, dx);
+      cudaGraphExecDestroy(dx);
+    } else {
+      std::printf("MAKEUP %s: no device launch: %s\n", tag.c_str(), cudaGetErrorString(drc));
+      cudaGetLastError();
+    }
+    struct Variant {
+      const char* name;
+      cudaGraph_t graph;
+    };
+    for (Variant v : {Variant{"chain", chained_clone(g, e, order)}, Variant{"empty", empty_graph(e, order, false)},
+                      Variant{"empty_chain", empty_graph(e, order, true)}}) {
+      cudaGraphExec_t x = instantiate(v.graph);
+      measure(tag + "_" + v.name, run.stream, x);
+      cudaGraphExecDestroy(x);
+      cudaGraphDestroy(v.graph);
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}
