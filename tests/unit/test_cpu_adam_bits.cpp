@@ -73,6 +73,14 @@ TEST(CpuAdamBits, EveryRowMatchesTheScalarLoopBitForBit) {
     p[1][i] = bf16_to_float(p16[i]);  // what the bf16 pass starts from
     g[1][i] = bf16_to_float(g16[i]);
   }
+  // A few NaN gradients (one signalling) in the second bf16 row: the
+  // vectorised pass must give the scalar loop's bits, a quiet NaN with the
+  // gradient's payload in the parameter and both moments.
+  for (const uint16_t nan : {uint16_t{0x7fa1}, uint16_t{0xffc3}, uint16_t{0x7fff}}) {
+    const std::size_t k = static_cast<std::size_t>(len[0] + 3 + 97 * (nan & 0xf));
+    g16[k] = nan;
+    g[1][k] = bf16_to_float(nan);
+  }
 
   // The reference, on copies, before the pass overwrites the inputs.
   const float clip = 0.75f, grad_scale[kNumDtypes] = {0.5f, 1.0f};

@@ -34,18 +34,21 @@ namespace {
 // multiversioning): wider vectors for its sqrt, division and bf16
 // conversions, which bound the bf16 pass (docs/decisions.md, "CPU Adam
 // pass"). The same operations in the same order and no FMA (this file is
-// compiled with -ffp-contract=off; AVX2 does not bring FMA): every clone gives
+// compiled with -ffp-contract=off, so no clone contracts): every clone gives
 // the same bits (test_cpu_adam_bits). Not under sanitizers, whose runtimes may
 // start after the loader resolves the clones.
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if __GNUC__ >= 11  // x86-64-v4: AVX-512 with VL and BW, so 32 vector registers and one-instruction narrowing
+#define DMUON_ADAM_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
 #define DMUON_ADAM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 #else
 #define DMUON_ADAM_CLONES
 #endif
 
-// The element loop over fp32 values; p and g may be the parameter buffer
-// itself (fp32) or a widened block of a bf16 one.
+// The element loop over fp32 parameters.
 inline void adam_span(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
                int64_t n, const AdamScalarRow& row, const AdamDerived& derived, float clip) {
   // Local copies: the rows hold floats, which stores to a float buffer could
@@ -60,6 +63,39 @@ inline void adam_span(float* __restrict p, const float* __restrict g, float* __r
   }
 }
 
+// bf16: each element is widened, updated in fp32 and rounded back in one
+// loop, which vectorises (with -fno-math-errno). With master weights the
+// update starts from the master (or the parameter the program wrote) and
+// goes back to it before it is rounded.
+inline void adam_span_bf16(uint16_t* __restrict p, const uint16_t* __restrict g, float* __restrict m,
+                           float* __restrict v, int64_t n, const AdamScalarRow& row, const AdamDerived& derived,
+                           float clip) {
+  const AdamScalarRow r = row;
+  const AdamDerived d = derived;
+  for (int64_t i = 0; i < n; ++i) {
+    float mi = m[i], vi = v[i];
+    const float pi = adam_element(bf16_to_float(p[i]), bf16_to_float(g[i]) * clip, mi, vi, r, d);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = float_to_bf16(pi);
+  }
+}
+
+inline void adam_span_master(uint16_t* __restrict p, const uint16_t* __restrict g, float* __restrict master,
+                             float* __restrict m, float* __restrict v, int64_t n, const AdamScalarRow& row,
+                             const AdamDerived& derived, float clip) {
+  const AdamScalarRow r = row;
+  const AdamDerived d = derived;
+  for (int64_t i = 0; i < n; ++i) {
+    float mi = m[i], vi = v[i];
+    const float pi = adam_element(master_or_param(master[i], p[i]), bf16_to_float(g[i]) * clip, mi, vi, r, d);
+    m[i] = mi;
+    v[i] = vi;
+    master[i] = pi;
+    p[i] = float_to_bf16(pi);
+  }
+}
+
 DMUON_ADAM_CLONES void adam_row(const AdamBuffers& b, const AdamScalarRow& r, const AdamDerived& d, float clip) {
   float* m = b.exp_avg + r.offset;
   float* v = b.exp_avg_sq + r.offset;
@@ -68,27 +104,12 @@ DMUON_ADAM_CLONES void adam_row(const AdamBuffers& b, const AdamScalarRow& r, co
               r, d, clip);
     return;
   }
-  // bf16: widen a cache-sized block, update it in fp32, round it back. Three
-  // simple loops vectorise where one loop mixing widths did not. With master
-  // weights the block starts from the masters (or the parameters the program
-  // wrote) and goes back to them before it is rounded.
-  constexpr int64_t kBlock = 1024;
-  float pf[kBlock], gf[kBlock];
-  uint16_t* __restrict p = static_cast<uint16_t*>(b.param) + r.offset;
-  const uint16_t* __restrict g = static_cast<const uint16_t*>(b.grad) + r.offset;
-  float* __restrict master = b.master ? b.master + r.offset : nullptr;
-  for (int64_t at = 0; at < r.numel; at += kBlock) {
-    const int64_t n = std::min(kBlock, r.numel - at);
-    if (master)
-      for (int64_t i = 0; i < n; ++i) pf[i] = master_or_param(master[at + i], p[at + i]);
-    else
-      for (int64_t i = 0; i < n; ++i) pf[i] = bf16_to_float(p[at + i]);
-    for (int64_t i = 0; i < n; ++i) gf[i] = bf16_to_float(g[at + i]);
-    adam_span(pf, gf, m + at, v + at, n, r, d, clip);
-    if (master)
-      for (int64_t i = 0; i < n; ++i) master[at + i] = pf[i];
-    for (int64_t i = 0; i < n; ++i) p[at + i] = float_to_bf16(pf[i]);
-  }
+  uint16_t* p = static_cast<uint16_t*>(b.param) + r.offset;
+  const uint16_t* g = static_cast<const uint16_t*>(b.grad) + r.offset;
+  if (b.master)
+    adam_span_master(p, g, b.master + r.offset, m, v, r.numel, r, d, clip);
+  else
+    adam_span_bf16(p, g, m, v, r.numel, r, d, clip);
 }
 }  // namespace
 
