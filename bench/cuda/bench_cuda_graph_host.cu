@@ -2,14 +2,16 @@
 // shape of bench_cuda_ns (bf16, --count matrices), the host microseconds per
 // call, median of 5 rounds of 6 calls enqueued behind a held stream, of:
 //   step         dmuon_step, replaying the whole-step graph
-//   launch       cudaGraphLaunch of that graph's executable alone
-//   chain        the same nodes, cloned, with their edges replaced by one chain
+//   plain        cudaGraphLaunch of that graph instantiated plainly
+//   device       the same, instantiated for device launch (as the backend does
+//                where the graph allows it)
+//   chain        the nodes cloned, their edges replaced by one chain (plain)
 //   empty        the graph's nodes and edges, every node an empty one-thread kernel
 //   empty_chain  as many empty kernels, chained
-//   device       the graph instantiated for device launch (where it may be)
-// and the graph's makeup: nodes by type, edges, nodes that join or fork,
-// kernel nodes launched as thread-block clusters, edges that are not plain
-// completion edges.
+// the device milliseconds per replay of plain and device (alternated, best
+// of three rounds), and the graph's makeup: nodes by type (0 kernel, 1 copy,
+// 2 memset), edges, nodes that join or fork, kernel nodes launched as
+// thread-block clusters, edges that are not plain completion edges.
 #include <boost/program_options.hpp>
 #include <map>
 #include <string>
@@ -148,6 +150,23 @@ void measure(const std::string& tag, cudaStream_t stream, cudaGraphExec_t x) {
   bench::result(tag + "_host_us", h.median_us);
 }
 
+// Device milliseconds per replay of `x`, over `reps` replays.
+double replay_ms(cudaStream_t stream, cudaGraphExec_t x, int reps) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  bench::cuda(cudaGraphLaunch(x, stream), "cudaGraphLaunch");
+  bench::cuda(cudaEventRecord(a, stream), "cudaEventRecord");
+  for (int i = 0; i < reps; ++i) bench::cuda(cudaGraphLaunch(x, stream), "cudaGraphLaunch");
+  bench::cuda(cudaEventRecord(b, stream), "cudaEventRecord");
+  bench::cuda(cudaEventSynchronize(b), "cudaEventSynchronize");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / reps;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,16 +204,23 @@ int main(int argc, char** argv) {
     const Edges e = edges_of(g);
     const std::vector<cudaGraphNode_t> order = topological(g, e);
     print_makeup(tag, g, e, order);
-    measure(tag + "_launch", run.stream, static_cast<cudaGraphExec_t>(d.step_graph_exec));
-    cudaGraphExec_t dx = nullptr;
-    const cudaError_t drc = cudaGraphInstantiateWithFlags(&dx, g, cudaGraphInstantiateFlagDeviceLaunch);
+    cudaGraphExec_t plain = instantiate(g), device = nullptr;
+    const cudaError_t drc = cudaGraphInstantiateWithFlags(&device, g, cudaGraphInstantiateFlagDeviceLaunch);
+    measure(tag + "_plain", run.stream, plain);
     if (drc == cudaSuccess) {
-      measure(tag + "_device", run.stream, dx);
-      cudaGraphExecDestroy(dx);
+      measure(tag + "_device", run.stream, device);
+      const int reps = s.first * s.second * count > (int64_t{1} << 26) ? 5 : 20;
+      double best[2] = {1e30, 1e30};
+      for (int round = 0; round < 3; ++round)
+        for (int k : {0, 1}) best[k] = std::min(best[k], replay_ms(run.stream, k ? device : plain, reps));
+      bench::result(tag + "_plain_ms", best[0]);
+      bench::result(tag + "_device_ms", best[1]);
+      cudaGraphExecDestroy(device);
     } else {
       std::printf("MAKEUP %s: no device launch: %s\n", tag.c_str(), cudaGetErrorString(drc));
       cudaGetLastError();
     }
+    cudaGraphExecDestroy(plain);
     struct Variant {
       const char* name;
       cudaGraph_t graph;

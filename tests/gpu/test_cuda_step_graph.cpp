@@ -2,10 +2,13 @@
 // Muon and Adam captured once after a warm-up step and replayed; every byte
 // equal to eager steps, across setter changes (which must not need a
 // re-capture) and a no-grad step (which must). The captured step holds no
-// device-to-host copy.
+// device-to-host copy. A step whose products make cuBLASLt clear workspaces
+// (memset nodes) is instantiated for device launch and replays the same.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
+#include "backends/cuda/cuda_graph_exec.hpp"
 #include "gpu/gpu_backend.hpp"
 
 namespace {
@@ -24,6 +27,17 @@ const std::vector<Spec> kModel = {
     {"emb", DMUON_KIND_ADAM, DMUON_DTYPE_BF16, {100, 64}},
     {"head_b", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {1001}},
 };
+
+// A replayed graph is instantiated for device launch where it holds enough
+// memsets (alone: no NCCL node that could refuse the flag), plainly elsewhere.
+void expect_instantiation_rule(const dmuon::CudaBackend::Diagnostics& d) {
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (ranks == 1) EXPECT_EQ(d.step_graph_device_launch, d.step_graph_memsets >= dmuon::kDeviceLaunchMemsets ? 1 : 0);
+  EXPECT_GE(d.step_graph_device_launch, 0);
+  std::printf("ranks %d: whole-step graph of %d nodes, %d memsets, instantiated %s\n", ranks, d.step_graph_nodes,
+              d.step_graph_memsets, d.step_graph_device_launch == 1 ? "for device launch" : "plainly");
+}
 
 TEST(CudaStepGraph, ReplayIsBitwiseEager) {
   dmuon_options_t eager_o = DMUON_OPTIONS_INIT;
@@ -76,6 +90,33 @@ TEST(CudaStepGraph, ReplayIsBitwiseEager) {
   EXPECT_EQ(d.step_replays, 5);
   EXPECT_GT(d.step_graph_nodes, 10);
   EXPECT_EQ(d.step_graph_d2h_copies, 0);
+  expect_instantiation_rule(d);
+}
+
+// Products large enough that cuBLASLt clears a workspace before them (memset
+// nodes in the graph): where the graph holds kDeviceLaunchMemsets of them and
+// no NCCL (one rank), it is instantiated for device launch, and its replays
+// still give the eager step's bytes.
+TEST(CudaStepGraph, LargeProductsReplayIsBitwiseEager) {
+  const std::vector<Spec> model = {{"big", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {4096, 4096}},
+                                   {"bias", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {4096}}};
+  dmuon_options_t eager_o = DMUON_OPTIONS_INIT;  // the shape's products: timed by the first model, cached for the second
+  dmuon_options_t graph_o = eager_o;
+  graph_o.cuda_step_graph = 1;
+  Model eager("cuda", model, eager_o), graph("cuda", model, graph_o);
+  eager.init();
+  graph.init();
+  for (int step = 0; step < 6; ++step) {
+    eager.grads(step);
+    graph.grads(step);
+    ASSERT_EQ(dmuon_step(eager.opt), DMUON_SUCCESS) << dmuon_context_last_error(eager.ctx);
+    ASSERT_EQ(dmuon_step(graph.opt), DMUON_SUCCESS) << dmuon_context_last_error(graph.ctx);
+    for (std::size_t k = 0; k < model.size(); ++k)
+      ASSERT_EQ(graph.raw(int(k)), eager.raw(int(k))) << model[k].name << " step " << step;
+  }
+  const auto d = cuda_of(graph).diagnostics(key_of(graph));
+  EXPECT_EQ(d.step_replays, 4);  // step 0 warms up, 1 captures
+  expect_instantiation_rule(d);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_arch_check.hpp"
 #include "backends/cuda/cuda_device.hpp"
+#include "backends/cuda/cuda_graph_exec.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
 #include "backends/cuda/cuda_watchdog.hpp"
@@ -551,7 +552,7 @@ void CudaBackend::end_step(StepState* state, bool ok) {
     const cudaError_t rc = cudaStreamEndCapture(st.stream, &g);
     cudaGraphExec_t exec = nullptr;
     cudaError_t irc = rc;
-    if (rc == cudaSuccess && ok) irc = cudaGraphInstantiate(&exec, g, 0);
+    if (rc == cudaSuccess && ok) irc = instantiate_replayed_graph(&exec, g, st.stream);
     cuda_check(cudaEventRecord(st.slot_done[st.slot], st.side), "cudaEventRecord");
     if (!ok) {
       if (g) cudaGraphDestroy(g);
@@ -587,6 +588,10 @@ CudaBackend::Diagnostics CudaBackend::diagnostics(const StepState* state) const 
   if (st.step_graph) {
     d.step_graph = st.step_graph;
     d.step_graph_exec = st.step_exec;
+    d.step_graph_memsets = memset_nodes(static_cast<cudaGraph_t>(st.step_graph));
+    unsigned long long flags = 0;
+    if (st.step_exec && cudaGraphExecGetFlags(static_cast<cudaGraphExec_t>(st.step_exec), &flags) == cudaSuccess)
+      d.step_graph_device_launch = (flags & cudaGraphInstantiateFlagDeviceLaunch) ? 1 : 0;
     d.step_graph_nodes = 0;
     d.step_graph_d2h_copies = 0;
     count_nodes(static_cast<cudaGraph_t>(st.step_graph), d.step_graph_nodes, d.step_graph_d2h_copies);

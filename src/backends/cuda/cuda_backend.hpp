@@ -69,6 +69,8 @@ class CudaBackend final : public Backend {
     void* stream = nullptr;
     int step_graph_nodes = -1;
     int step_graph_d2h_copies = -1;
+    int step_graph_memsets = -1;
+    int step_graph_device_launch = -1;  // 1: instantiated for device launch, 0: plainly (-1: no graph)
     void* step_graph = nullptr;       // the captured cudaGraph_t and its cudaGraphExec_t, for benches
     void* step_graph_exec = nullptr;  // that take it apart; owned by the step state
     long step_replays = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_block_sum.cuh"
+#include "backends/cuda/cuda_graph_exec.hpp"
 #include "backends/cuda/cuda_muon_elements.cuh"
 #include "backends/cuda/cuda_ns_fused.hpp"
 #include "backends/cuda/cuda_ns_symmetric.hpp"
@@ -699,7 +700,7 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
   cudaGraph_t g = nullptr;
   cudaError_t rc = cudaStreamEndCapture(st.stream, &g);
   cudaGraphExec_t exec = nullptr;
-  if (rc == cudaSuccess && why.empty()) rc = cudaGraphInstantiate(&exec, g, 0);
+  if (rc == cudaSuccess && why.empty()) rc = instantiate_replayed_graph(&exec, g, st.stream);
   if (g) cudaGraphDestroy(g);
   if (rc != cudaSuccess || !why.empty()) {
     cudaGetLastError();  // clear the sticky-free capture error before going on

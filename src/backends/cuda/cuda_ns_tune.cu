@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_block_sum.cuh"
+#include "backends/cuda/cuda_graph_exec.hpp"
 #include "backends/cuda/cuda_ns_fused.hpp"
 #include "backends/cuda/cuda_ns_symmetric.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
@@ -358,7 +359,7 @@ NsTuner::Choice NsTuner::time_shape(CudaStepState& st, ShapeWork& w, bool& cache
     }
     cudaGraph_t g = nullptr;
     cudaError_t rc = cudaStreamEndCapture(st.stream, &g);
-    if (rc == cudaSuccess && why.empty()) rc = cudaGraphInstantiate(&t.execs[i], g, 0);
+    if (rc == cudaSuccess && why.empty()) rc = instantiate_replayed_graph(&t.execs[i], g, st.stream);
     if (g) cudaGraphDestroy(g);
     if (rc != cudaSuccess || !why.empty()) {
       cudaGetLastError();
