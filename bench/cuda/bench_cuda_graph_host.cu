@@ -27,18 +27,44 @@ __global__ void empty_kernel() {}
 
 struct Edges {
   std::vector<cudaGraphNode_t> from, to;
-  std::vector<cudaGraphEdgeData> data;
+  std::vector<char> special;  // not a plain completion edge (a programmatic one, say)
 };
 
+// CUDA 13 gives every edge its data; CUDA 12's calls of the same names take none.
 Edges edges_of(cudaGraph_t g) {
   Edges e;
   size_t n = 0;
+#if CUDART_VERSION >= 13000
   bench::cuda(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n), "cudaGraphGetEdges");
+  std::vector<cudaGraphEdgeData> data(n);
   e.from.resize(n);
   e.to.resize(n);
-  e.data.resize(n);
-  if (n) bench::cuda(cudaGraphGetEdges(g, e.from.data(), e.to.data(), e.data.data(), &n), "cudaGraphGetEdges");
+  if (n) bench::cuda(cudaGraphGetEdges(g, e.from.data(), e.to.data(), data.data(), &n), "cudaGraphGetEdges");
+  for (const cudaGraphEdgeData& d : data) e.special.push_back(d.type != cudaGraphDependencyTypeDefault || d.from_port != 0);
+#else
+  bench::cuda(cudaGraphGetEdges(g, nullptr, nullptr, &n), "cudaGraphGetEdges");
+  e.from.resize(n);
+  e.to.resize(n);
+  if (n) bench::cuda(cudaGraphGetEdges(g, e.from.data(), e.to.data(), &n), "cudaGraphGetEdges");
+  e.special.assign(n, 0);
+#endif
   return e;
+}
+
+void add_edge(cudaGraph_t g, cudaGraphNode_t from, cudaGraphNode_t to) {
+#if CUDART_VERSION >= 13000
+  bench::cuda(cudaGraphAddDependencies(g, &from, &to, nullptr, 1), "cudaGraphAddDependencies");
+#else
+  bench::cuda(cudaGraphAddDependencies(g, &from, &to, 1), "cudaGraphAddDependencies");
+#endif
+}
+
+void remove_edge(cudaGraph_t g, cudaGraphNode_t from, cudaGraphNode_t to) {
+#if CUDART_VERSION >= 13000
+  bench::cuda(cudaGraphRemoveDependencies(g, &from, &to, nullptr, 1), "cudaGraphRemoveDependencies");
+#else
+  bench::cuda(cudaGraphRemoveDependencies(g, &from, &to, 1), "cudaGraphRemoveDependencies");
+#endif
 }
 
 // The graph's nodes in an order that respects every edge (Kahn's algorithm).
@@ -77,7 +103,7 @@ void print_makeup(const std::string& tag, cudaGraph_t g, const Edges& e, const s
   for (size_t k = 0; k < e.from.size(); ++k) {
     ++out[e.from[k]];
     ++in[e.to[k]];
-    if (e.data[k].type != cudaGraphDependencyTypeDefault || e.data[k].from_port != 0) ++special_edges;
+    special_edges += e.special[k];
   }
   int joins = 0, forks = 0;
   for (const auto& kv : in) joins += kv.second > 1;
@@ -106,14 +132,8 @@ cudaGraph_t chained_clone(cudaGraph_t g, const Edges& e, const std::vector<cudaG
     bench::cuda(cudaGraphNodeFindInClone(&w, v, c), "cudaGraphNodeFindInClone");
     return w;
   };
-  for (size_t k = 0; k < e.from.size(); ++k) {
-    cudaGraphNode_t f = in_clone(e.from[k]), t = in_clone(e.to[k]);
-    bench::cuda(cudaGraphRemoveDependencies(c, &f, &t, &e.data[k], 1), "cudaGraphRemoveDependencies");
-  }
-  for (size_t i = 1; i < order.size(); ++i) {
-    cudaGraphNode_t f = in_clone(order[i - 1]), t = in_clone(order[i]);
-    bench::cuda(cudaGraphAddDependencies(c, &f, &t, nullptr, 1), "cudaGraphAddDependencies");
-  }
+  for (size_t k = 0; k < e.from.size(); ++k) remove_edge(c, in_clone(e.from[k]), in_clone(e.to[k]));
+  for (size_t i = 1; i < order.size(); ++i) add_edge(c, in_clone(order[i - 1]), in_clone(order[i]));
   return c;
 }
 
