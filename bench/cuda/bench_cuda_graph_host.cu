@@ -40,7 +40,8 @@ Edges edges_of(cudaGraph_t g) {
   e.from.resize(n);
   e.to.resize(n);
   if (n) bench::cuda(cudaGraphGetEdges(g, e.from.data(), e.to.data(), data.data(), &n), "cudaGraphGetEdges");
-  for (const cudaGraphEdgeData& d : data) e.special.push_back(d.type != cudaGraphDependencyTypeDefault || d.from_port != 0);
+  for (const cudaGraphEdgeData& d : data)
+    e.special.push_back(d.type != cudaGraphDependencyTypeDefault || d.from_port != 0);
 #else
   bench::cuda(cudaGraphGetEdges(g, nullptr, nullptr, &n), "cudaGraphGetEdges");
   e.from.resize(n);
@@ -201,7 +202,8 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{768, 768}, {768, 3072}, {2048, 2048}, {4096, 4096}, {4096, 16384}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {768, 768}, {768, 3072}, {2048, 2048}, {4096, 4096}, {4096, 16384}};
   for (const auto& s : shapes) {
     const std::string name = std::to_string(s.first) + "x" + std::to_string(s.second);
     if (!only.empty() && only != name) continue;

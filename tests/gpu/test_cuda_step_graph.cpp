@@ -100,7 +100,9 @@ TEST(CudaStepGraph, ReplayIsBitwiseEager) {
 TEST(CudaStepGraph, LargeProductsReplayIsBitwiseEager) {
   const std::vector<Spec> model = {{"big", DMUON_KIND_MUON, DMUON_DTYPE_BF16, {4096, 4096}},
                                    {"bias", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {4096}}};
-  dmuon_options_t eager_o = DMUON_OPTIONS_INIT;  // the shape's products: timed by the first model, cached for the second
+  // The shape's products: timed by the first model's first step, read from
+  // the cache by the second's.
+  dmuon_options_t eager_o = DMUON_OPTIONS_INIT;
   dmuon_options_t graph_o = eager_o;
   graph_o.cuda_step_graph = 1;
   Model eager("cuda", model, eager_o), graph("cuda", model, graph_o);
