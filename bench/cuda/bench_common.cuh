@@ -125,22 +125,6 @@ __global__ void hold_kernel(volatile int* flag, long long max_cycles) {
   }
 }
 
-inline double Run::host_us_per_step(int calls) {
-  int* flag = nullptr;
-  cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
-  *flag = 0;
-  int* dflag = nullptr;
-  cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
-  hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) step();
-  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
-  *reinterpret_cast<volatile int*>(flag) = 1;
-  cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  cudaFreeHost(flag);
-  return us;
-}
-
 // Host microseconds per call of `enqueue`, over `rounds` rounds of `calls`
 // calls, each round behind a kernel that holds `stream` until the round is
 // enqueued (so the device's pace does not enter).
@@ -175,6 +159,8 @@ inline Run::HostCost held_host_cost(cudaStream_t stream, const std::function<voi
 inline Run::HostCost Run::host_cost(int calls, int rounds) {
   return held_host_cost(stream, [this] { step(); }, calls, rounds);
 }
+
+inline double Run::host_us_per_step(int calls) { return held_host_cost(stream, [this] { step(); }, calls, 1).mean_us; }
 
 // Parses the command line into the options of `desc` (which has --help).
 // False when it asked for --help: the text is printed.

@@ -64,34 +64,22 @@ inline void adam_span(float* __restrict p, const float* __restrict g, float* __r
 }
 
 // bf16: each element is widened, updated in fp32 and rounded back in one
-// loop, which vectorises (with -fno-math-errno). With master weights the
-// update starts from the master (or the parameter the program wrote) and
-// goes back to it before it is rounded.
-inline void adam_span_bf16(uint16_t* __restrict p, const uint16_t* __restrict g, float* __restrict m,
-                           float* __restrict v, int64_t n, const AdamScalarRow& row, const AdamDerived& derived,
-                           float clip) {
+// loop, which vectorises (with -fno-math-errno). With master weights
+// (kMaster) the update starts from the master (or the parameter the program
+// wrote) and goes back to it before it is rounded.
+template <bool kMaster>
+inline void adam_span_bf16(uint16_t* __restrict p, const uint16_t* __restrict g, float* __restrict master,
+                           float* __restrict m, float* __restrict v, int64_t n, const AdamScalarRow& row,
+                           const AdamDerived& derived, float clip) {
   const AdamScalarRow r = row;
   const AdamDerived d = derived;
   for (int64_t i = 0; i < n; ++i) {
     float mi = m[i], vi = v[i];
-    const float pi = adam_element(bf16_to_float(p[i]), bf16_to_float(g[i]) * clip, mi, vi, r, d);
+    const float from = kMaster ? master_or_param(master[i], p[i]) : bf16_to_float(p[i]);
+    const float pi = adam_element(from, bf16_to_float(g[i]) * clip, mi, vi, r, d);
     m[i] = mi;
     v[i] = vi;
-    p[i] = float_to_bf16(pi);
-  }
-}
-
-inline void adam_span_master(uint16_t* __restrict p, const uint16_t* __restrict g, float* __restrict master,
-                             float* __restrict m, float* __restrict v, int64_t n, const AdamScalarRow& row,
-                             const AdamDerived& derived, float clip) {
-  const AdamScalarRow r = row;
-  const AdamDerived d = derived;
-  for (int64_t i = 0; i < n; ++i) {
-    float mi = m[i], vi = v[i];
-    const float pi = adam_element(master_or_param(master[i], p[i]), bf16_to_float(g[i]) * clip, mi, vi, r, d);
-    m[i] = mi;
-    v[i] = vi;
-    master[i] = pi;
+    if constexpr (kMaster) master[i] = pi;
     p[i] = float_to_bf16(pi);
   }
 }
@@ -107,9 +95,9 @@ DMUON_ADAM_CLONES void adam_row(const AdamBuffers& b, const AdamScalarRow& r, co
   uint16_t* p = static_cast<uint16_t*>(b.param) + r.offset;
   const uint16_t* g = static_cast<const uint16_t*>(b.grad) + r.offset;
   if (b.master)
-    adam_span_master(p, g, b.master + r.offset, m, v, r.numel, r, d, clip);
+    adam_span_bf16<true>(p, g, b.master + r.offset, m, v, r.numel, r, d, clip);
   else
-    adam_span_bf16(p, g, m, v, r.numel, r, d, clip);
+    adam_span_bf16<false>(p, g, nullptr, m, v, r.numel, r, d, clip);
 }
 }  // namespace
 

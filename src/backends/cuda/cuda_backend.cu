@@ -505,28 +505,17 @@ void follow_uploads(const CudaStepState& st) {
 
 // Nodes of a graph (children included) and how many copy to the host.
 void count_nodes(cudaGraph_t g, int& nodes, int& d2h) {
-  size_t n = 0;
-  cudaGraphGetNodes(g, nullptr, &n);
-  std::vector<cudaGraphNode_t> list(n);
-  cudaGraphGetNodes(g, list.data(), &n);
-  for (cudaGraphNode_t node : list) {
+  for_each_node(g, [&](cudaGraphNode_t node, cudaGraphNodeType t) {
     ++nodes;
-    cudaGraphNodeType t;
-    cudaGraphNodeGetType(node, &t);
-    if (t == cudaGraphNodeTypeMemcpy) {
-      cudaMemcpy3DParms p{};
-      cudaGraphMemcpyNodeGetParams(node, &p);
-      cudaPointerAttributes a{};
-      const bool to_host = p.kind == cudaMemcpyDeviceToHost ||
-                           (p.kind == cudaMemcpyDefault && cudaPointerGetAttributes(&a, p.dstPtr.ptr) == cudaSuccess &&
-                            a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged);
-      if (to_host) ++d2h;
-    } else if (t == cudaGraphNodeTypeGraph) {
-      cudaGraph_t child = nullptr;
-      cudaGraphChildGraphNodeGetGraph(node, &child);
-      count_nodes(child, nodes, d2h);
-    }
-  }
+    if (t != cudaGraphNodeTypeMemcpy) return;
+    cudaMemcpy3DParms p{};
+    cudaGraphMemcpyNodeGetParams(node, &p);
+    cudaPointerAttributes a{};
+    const bool to_host = p.kind == cudaMemcpyDeviceToHost ||
+                         (p.kind == cudaMemcpyDefault && cudaPointerGetAttributes(&a, p.dstPtr.ptr) == cudaSuccess &&
+                          a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged);
+    if (to_host) ++d2h;
+  });
 }
 }  // namespace
 

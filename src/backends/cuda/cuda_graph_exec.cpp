@@ -4,20 +4,24 @@
 
 namespace dmuon {
 
-int memset_nodes(cudaGraph_t g) {
+void for_each_node(cudaGraph_t g, const std::function<void(cudaGraphNode_t, cudaGraphNodeType)>& visit) {
   size_t n = 0;
-  if (cudaGraphGetNodes(g, nullptr, &n) != cudaSuccess) return 0;
+  if (cudaGraphGetNodes(g, nullptr, &n) != cudaSuccess) return;
   std::vector<cudaGraphNode_t> nodes(n);
-  if (n && cudaGraphGetNodes(g, nodes.data(), &n) != cudaSuccess) return 0;
-  int count = 0;
+  if (n && cudaGraphGetNodes(g, nodes.data(), &n) != cudaSuccess) return;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType t;
     if (cudaGraphNodeGetType(node, &t) != cudaSuccess) continue;
-    if (t == cudaGraphNodeTypeMemset) ++count;
+    visit(node, t);
     cudaGraph_t child = nullptr;
     if (t == cudaGraphNodeTypeGraph && cudaGraphChildGraphNodeGetGraph(node, &child) == cudaSuccess)
-      count += memset_nodes(child);
+      for_each_node(child, visit);
   }
+}
+
+int memset_nodes(cudaGraph_t g) {
+  int count = 0;
+  for_each_node(g, [&](cudaGraphNode_t, cudaGraphNodeType t) { count += t == cudaGraphNodeTypeMemset; });
   return count;
 }
 

@@ -2,7 +2,12 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <functional>
+
 namespace dmuon {
+
+// Calls `visit` with every node of `g` and of its child graphs.
+void for_each_node(cudaGraph_t g, const std::function<void(cudaGraphNode_t, cudaGraphNodeType)>& visit);
 
 // A graph with at least this many memset nodes is instantiated for device
 // launch (docs/decisions.md, "Graphs with memsets are instantiated for device
