@@ -283,7 +283,6 @@ struct NsEngine {
   // The matrix's NormScale scalars (device): the input's normalisation,
   // applied by gemm_input (null: X was normalised by its own pass).
   const float* input_scale = nullptr;
-  float norm_factor = 1.f, norm_eps = 0.f;  // of the normalisation, should a batch need its pass after all
   NsParamUpdate* update = nullptr;  // the parameter gemm_result may update
 
   bool is_symmetric(const uint16_t* p) const { return p && (p == symmetric[0] || p == symmetric[1]); }
@@ -401,12 +400,9 @@ struct NsEngine {
     if (!input_scale || power == 0) return gemm(trans_b, M, N, K, 1.0f, A, B, 0.0f, C);
     flush();
     const ColMajor c = col_major_of(trans_b, M, N, K, A, B);
-    if (batch > 1) {
+    if (batch > 1) {  // ns_batch_scales_possible said there is a plan
       LtPlan& plan = plan_of(c, kAlphaVectors);
-      if (!plan.usable) {  // no plan scales per matrix: normalise X (B in both products) now, s = 1 from here on
-        normalise_input(B);
-        return gemm(trans_b, M, N, K, 1.0f, A, B, 0.0f, C);
-      }
+      require(plan.usable, DMUON_ERR_INTERNAL, "Newton-Schulz: no cuBLASLt plan with one alpha per matrix");
       mark(C, false);
       const long len = std::max({c.m, c.n, c.k});
       const float* alpha = input_scale + kNormScales * batch + (power - 1) * len * batch;
@@ -431,13 +427,13 @@ struct NsEngine {
     cublas_check(cublasSetPointerMode(st.cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
   }
 
-  // The batch's input X normalised by its own pass after all (the deferral
-  // found no plan), from the partials the momentum pass left.
-  void normalise_input(uint16_t* X) {
-    const dim3 grid(static_cast<unsigned>(work->blocks_per_matrix), static_cast<unsigned>(batch));
-    normalise_kernel<<<grid, kThreads, 0, stream()>>>(X, work->partials, work->rows * work->cols, norm_factor, norm_eps);
-    launch_check("normalise_kernel");
-    input_scale = nullptr;
+  // Whether cuBLASLt has plans for the products that read the input with
+  // one alpha per matrix (R_0 = s^2 X X^T, and Q X = s Q X at a restart or
+  // at the end): where it has not, the batch keeps the normalisation pass.
+  bool batch_scales_possible(long k, long n) {
+    uint16_t* any = work->X;  // plans depend on shapes, not on pointers
+    return plan_of(col_major_of(true, k, k, n, any, any), kAlphaVectors).usable &&
+           plan_of(col_major_of(false, k, n, k, any, any), kAlphaVectors).usable;
   }
 
   // The iteration's last product C = s^power A B. With `update`, it is
@@ -624,10 +620,8 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
   update.fp32 = w.dtype == Dtype::fp32;
   const bool fuse =
       defer && w.fuse_update && !buf.master && reinterpret_cast<uintptr_t>(update.param) % kParamAlignment == 0;
-  NsInputScale input;
-  if (defer) input = {w.scales, norm_factor, hyper.ns_eps};
-  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps), gram, input,
-                             fuse ? &update : nullptr);
+  uint16_t* out = ns_iterate(st, w, w.sym.get(), ns_coefficients(hyper.ns_schedule, hyper.ns_steps), gram,
+                             defer ? w.scales : nullptr, fuse ? &update : nullptr);
   if (update.done) return;
   update_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<T*>(buf.param), buf.master, mats, stats, numel, out);
   launch_check("update_kernel");
@@ -644,21 +638,25 @@ void enqueue(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const Muon
 }  // namespace
 
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
-                     bool gram, const NsInputScale& input, NsParamUpdate* update) {
+                     bool gram, const float* input_scale, NsParamUpdate* update) {
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   require(!gram || ns_gram_possible(k, n), DMUON_ERR_INTERNAL, "Gram Newton-Schulz on a shape it does not fit");
-  require(!input.scales || gram, DMUON_ERR_INTERNAL, "Newton-Schulz: an input scale in the products needs the Gram iteration");
+  require(!input_scale || gram, DMUON_ERR_INTERNAL, "Newton-Schulz: an input scale in the products needs the Gram iteration");
   require(!update || w.count == 1, DMUON_ERR_INTERNAL, "Newton-Schulz: the update in the last product needs one matrix");
   NsEngine e{st, w.count, w.rows > w.cols, gram ? nullptr : sym, &w, {}};
-  e.input_scale = input.scales;
-  e.norm_factor = input.factor;
-  e.norm_eps = input.eps;
+  e.input_scale = input_scale;
   e.update = update;
   e.use_stream(st.stream, st.cublas_workspace);
   uint16_t* out = gram ? gram_newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs)
                        : newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
   e.flush();
   return out;
+}
+
+bool ns_batch_scales_possible(CudaStepState& st, ShapeWork& w) {
+  const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
+  NsEngine e{st, w.count, w.rows > w.cols, nullptr, &w, {}};
+  return e.batch_scales_possible(k, n);
 }
 
 void CudaBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
@@ -718,7 +716,7 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
     ns_tuner().choose(st, w, hyper.ns_symmetric);
     // A batch's products scale each matrix through alpha vectors; the update
     // in the last product has one beta (the decay) per product, so one matrix.
-    w.defer_norm = ns_tuner().config.gram_defer_norm;
+    w.defer_norm = ns_tuner().config.gram_defer_norm && (w.count == 1 || ns_batch_scales_possible(st, w));
     w.fuse_update = w.count == 1 && w.defer_norm && ns_tuner().config.gram_fuse_update;
   }
   // Inside a whole-step capture the shape is simply part of that graph.

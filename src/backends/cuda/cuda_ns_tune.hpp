@@ -111,24 +111,23 @@ class NsTuner {
 // the normalised input), products symmetric when `sym` is given, or the Gram
 // iteration when `gram` (then `sym` is unused; needs ns_gram_possible);
 // returns the buffer holding the result (X or Xn). Enqueued on st.stream.
-// With `input` (Gram only: w.scales) X holds the input before its
-// normalisation, which the first products apply; in a batch each matrix's
-// own (alpha vectors), or where cuBLASLt has no such plan a pass over X
-// after all, with `factor` and `eps` as the normalisation kernel's.
+// With `input_scale` (Gram only: w.scales) X holds the input before its
+// normalisation, which the first products apply, in a batch each matrix's
+// own (needs ns_batch_scales_possible).
 // With `update` as well (a single matrix), the last product writes the Muon
 // update into that parameter (no master weights; fp32 or bf16) where
 // cuBLASLt offers a plan for it, and sets update->done; otherwise the result
 // is returned as always.
-struct NsInputScale {
-  const float* scales = nullptr;  // null: X is normalised already
-  float factor = 1.f, eps = 0.f;
-};
 struct NsParamUpdate {
   void* param = nullptr;  // the matrix's first element, 16-byte aligned
   bool fp32 = true;
   bool done = false;
 };
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
-                     bool gram = false, const NsInputScale& input = {}, NsParamUpdate* update = nullptr);
+                     bool gram = false, const float* input_scale = nullptr, NsParamUpdate* update = nullptr);
+// Whether cuBLASLt can scale each matrix of w's batch in the products that
+// read the input (one alpha vector per matrix); if not, the batch keeps the
+// normalisation pass.
+bool ns_batch_scales_possible(CudaStepState& st, ShapeWork& w);
 
 }  // namespace dmuon
