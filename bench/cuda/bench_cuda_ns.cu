@@ -186,18 +186,18 @@ int main(int argc, char** argv) {
     }
     // Gram forced with one of its options on and off, alternated over three
     // rounds (best of each): side by side. Q's update beside R's (a second
-    // stream, n >= 3k) or in one order; the normalisation in the first
-    // products or a pass over X; for a single matrix, the update in the last
-    // product or a pass over the parameter.
+    // stream, n >= 3k) or in one order; for a single matrix, the
+    // normalisation in the first products or a pass over X, and the update
+    // in the last product or a pass over the parameter.
     if (dmuon::ns_gram_possible(k, n) && dmuon::gram_ns_fits_beside(k, n))
       gram_side_by_side(params, it, count, &dmuon::NsTuneConfig::gram_beside, tag + "_gram_beside_ms",
                         tag + "_gram_one_order_ms");
-    if (dmuon::ns_gram_possible(k, n))
+    if (count == 1 && dmuon::ns_gram_possible(k, n)) {
       gram_side_by_side(params, it, count, &dmuon::NsTuneConfig::gram_defer_norm, tag + "_gram_defer_ms",
                         tag + "_gram_pass_ms");
-    if (count == 1 && dmuon::ns_gram_possible(k, n))
       gram_side_by_side(params, it, count, &dmuon::NsTuneConfig::gram_fuse_update, tag + "_gram_fused_update_ms",
                         tag + "_gram_update_pass_ms");
+    }
     bench::result(tag + "_gemm_tflops", gemm_tflops(k, n, count));
   }
   MPI_Finalize();

@@ -50,7 +50,6 @@ struct Model {
   std::vector<Spec> specs;
   bool device = false;
   MPI_Comm comm;
-  std::vector<double> grad_scales;  // per parameter, multiplies its gradients (none: 1)
 
   // On MPI_COMM_WORLD unless a test checks something each rank does alone.
   Model(const char* backend, const std::vector<Spec>& s, const dmuon_options_t& o, MPI_Comm c = MPI_COMM_WORLD)
@@ -118,8 +117,7 @@ struct Model {
     for (std::size_t k = 0; k < specs.size(); ++k) {
       std::vector<double> g(static_cast<std::size_t>(specs[k].numel())), mine(g.size());
       for (std::size_t i = 0; i < g.size(); ++i) {
-        const double own = k < grad_scales.size() ? grad_scales[k] : 1.0;
-        g[i] = ref::round_to(specs[k].dtype, grad_value(step, int(k), int64_t(i), scale * own));
+        g[i] = ref::round_to(specs[k].dtype, grad_value(step, int(k), int64_t(i), scale));
         mine[i] = rank_share(g[i], rank, world);
       }
       put(int(k), true, mine);

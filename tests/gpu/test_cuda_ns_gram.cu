@@ -7,9 +7,8 @@
 // whole-step graph replay equal eager bit for bit; Q's update beside R's
 // equals the iteration in one order bit for bit; a single matrix whose
 // normalisation the first products apply agrees with the normalised one,
-// as does a batch whose matrices are each scaled by their own alpha vector,
-// and one matrix whose last product also applies the update agrees with the
-// update pass and leaves a matrix without a gradient, or a skipped step, untouched.
+// and one whose last product also applies the update agrees with the update
+// pass and leaves a matrix without a gradient, or a skipped step, untouched.
 #include <cmath>
 
 #include "backends/cuda/cuda_ns_tune.hpp"
@@ -131,11 +130,10 @@ TEST(CudaNsGram, BesideIsBitwiseOneOrder) {
 // Two models forced to Gram, one with `option` off, compared over three steps
 // within `tolerance` (expect_updates_match), then two more steps (the
 // whole-step graph replays by then): the single matrices ("wide", "wide_bf16",
-// "tall") must differ in bits, and the batch (b1-b3) too where `batch_differs`
-// (the option applies to batches). `then` checks more on the model with the option.
+// "tall") must differ in bits, the batch (b1-b3, one scale per matrix, so
+// never deferred) must not. `then` checks more on the model with the option.
 template <class Then>
-void check_gram_option(bool dmuon::NsTuneConfig::*option, double tolerance, const std::string& what,
-                       bool batch_differs, Then then) {
+void check_gram_option(bool dmuon::NsTuneConfig::*option, double tolerance, const std::string& what, Then then) {
   for (int step_graph : {0, 1}) {
     dmuon_options_t o = options(DMUON_NS_QUINTIC);
     o.cuda_step_graph = step_graph;
@@ -146,9 +144,6 @@ void check_gram_option(bool dmuon::NsTuneConfig::*option, double tolerance, cons
     cuda_of(off).ns_tuner().config.*option = false;
     off.init();
     on.init();
-    // b2's gradients 1000 times its batch neighbours': a scale shared by the
-    // batch would leave b2 far from normalised, or b1 and b3 far below.
-    for (Model* m : {&off, &on}) m->grad_scales = {1, 1, 1, 1, 1000, 1};
     const std::string label = what + ", graph " + std::to_string(step_graph);
     expect_updates_match(off, on, kShapes, kNarrow, tolerance, label);
     for (int step = 3; step < 5; ++step)
@@ -157,22 +152,17 @@ void check_gram_option(bool dmuon::NsTuneConfig::*option, double tolerance, cons
         ASSERT_EQ(dmuon_step(m->opt), DMUON_SUCCESS) << dmuon_context_last_error(m->ctx);
       }
     for (int k : {0, 1, 2}) EXPECT_NE(on.raw(k), off.raw(k)) << kShapes[std::size_t(k)].name << ": no " << label;
-    for (int k : {3, 4, 5})
-      if (batch_differs)
-        EXPECT_NE(on.raw(k), off.raw(k)) << kShapes[std::size_t(k)].name << ": no " << label;
-      else
-        EXPECT_EQ(on.raw(k), off.raw(k)) << kShapes[std::size_t(k)].name << " " << label;
+    for (int k : {3, 4, 5}) EXPECT_EQ(on.raw(k), off.raw(k)) << kShapes[std::size_t(k)].name << " " << label;
     if (step_graph) EXPECT_GT(cuda_of(on).diagnostics(key_of(on)).step_replays, 0);
     then(on, label);
   }
 }
 
-// The Gram iteration applies the Frobenius normalisation in its first
-// products (device-side alpha; in a batch one alpha vector per matrix)
-// instead of a pass over X: the same update within rounding (X is rounded
-// once, in s X X^T, not twice), with each matrix of the batch at its own scale.
+// A single matrix's Gram iteration applies the Frobenius normalisation in
+// its first products (device-side alpha) instead of a pass over X: the same
+// update within rounding (X is rounded once, in s X X^T, not twice).
 TEST(CudaNsGram, DeferredNormMatchesNormalised) {
-  check_gram_option(&dmuon::NsTuneConfig::gram_defer_norm, 0.03, "deferred norm", true, [](Model&, const std::string&) {});
+  check_gram_option(&dmuon::NsTuneConfig::gram_defer_norm, 0.03, "deferred norm", [](Model&, const std::string&) {});
 }
 
 // The last product applies the update to the parameter (alpha -lr, beta the
@@ -199,7 +189,7 @@ TEST(CudaNsGram, FusedUpdateMatchesPass) {
     for (std::size_t k = 0; k < kShapes.size(); ++k)
       EXPECT_EQ(fused.raw(int(k)), before[k]) << kShapes[k].name << " after a skipped step " << label;
   };
-  check_gram_option(&dmuon::NsTuneConfig::gram_fuse_update, 0.01, "fused update", false, untouched);
+  check_gram_option(&dmuon::NsTuneConfig::gram_fuse_update, 0.01, "fused update", untouched);
 }
 
 }  // namespace

@@ -77,8 +77,7 @@ __device__ inline void store8(uint16_t* p, const Vec8& r) {
 // With `scales`, the last block of a matrix to finish (counted in `arrivals`,
 // which it resets) sums the partials as the normalisation kernel would and
 // stores the NormScale scalars for a Gram iteration that applies s in its
-// products (and the update in its last); in a batch also the alpha vectors
-// (scale_vectors) through which each matrix's product gets its own s.
+// products (and the update in its last).
 
 // Per matrix, the device-side alphas and betas of the Gram products that read
 // the input or write the parameter (NsEngine::gemm_input, gemm_result).
@@ -92,16 +91,6 @@ enum NormScale : int {
   kNormScales = 8      // floats per matrix (32 bytes)
 };
 
-// In a batch (count > 1), after the count * kNormScales scalars: s and then
-// s^2 as alpha vectors, count vectors of max(rows, cols) floats each. cuBLASLt
-// takes one alpha per output row and a stride between the batch's matrices
-// (CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST), so each matrix's
-// product is scaled by its own norm.
-inline int64_t scale_vector_len(int64_t rows, int64_t cols) { return std::max(rows, cols); }
-inline int64_t scale_floats(int64_t rows, int64_t cols, int count) {
-  return int64_t(kNormScales) * count + (count > 1 ? 2 * scale_vector_len(rows, cols) * count : 0);
-}
-
 // What the update in the last product asks of a parameter, which sits
 // anywhere in the flat buffer (cuBLASLt's heuristic otherwise assumes 256):
 // its plan is chosen for this alignment, and a less aligned one keeps the pass.
@@ -112,8 +101,7 @@ __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict_
                                                             const MuonMatrix* mats, const MuonHeader* hdr,
                                                             const StepStats* stats, int64_t numel, int nesterov,
                                                             uint16_t* __restrict__ X, float* __restrict__ partials,
-                                                            float factor, float eps, float* scales, unsigned* arrivals,
-                                                            int64_t vector_len) {
+                                                            float factor, float eps, float* scales, unsigned* arrivals) {
   const MuonMatrix mt = mats[blockIdx.y];
   const bool live = mt.active && !stats->skip;
   const float m = hdr->momentum, clip = static_cast<float>(stats->clip_coef);
@@ -170,13 +158,6 @@ __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict_
     out[kUpdateBeta] = live ? mt.decay : 1.f;
     out[kUpdateAlphaScaled] = out[kUpdateAlpha] * scale;
     arrivals[blockIdx.y] = 0;  // ready for the next step (or graph replay)
-  }
-  if (gridDim.y == 1) return;
-  float* s1 = scales + kNormScales * gridDim.y + vector_len * blockIdx.y;
-  float* s2 = s1 + vector_len * gridDim.y;
-  for (int64_t i = threadIdx.x; i < vector_len; i += kThreads) {
-    s1[i] = scale;
-    s2[i] = scale * scale;
   }
 }
 
@@ -376,7 +357,7 @@ struct NsEngine {
     }
     mark(C, false);
     const ColMajor c = col_major_of(trans_b, M, N, K, A, B);
-    LtPlan& plan = plan_of(c, kHostScalars);
+    LtPlan& plan = plan_of(c, false);
     if (plan.usable) {
       plan.algo = algo_at(plan.algos, work->algo[role]);
       if (record) *record = NsGemmCall{true, plan.op, plan.a, plan.b, plan.c, c.P, c.Q, c_in, C, alpha, beta, &plan.algos};
@@ -393,29 +374,16 @@ struct NsEngine {
 
   // C = s^power A op(B) (beta 0) for a product that reads the input X: with
   // input_scale, alpha and beta are read on the device (s and s^2 come from
-  // the momentum pass of this very step), in a batch as one alpha vector per
-  // matrix; otherwise s = 1. Not one of the timed roles: only steps pass an
-  // input_scale, never the tuner.
+  // the momentum pass of this very step); otherwise s = 1. Not one of the
+  // timed roles: only steps pass an input_scale, never the tuner.
   void gemm_input(bool trans_b, long M, long N, long K, int power, uint16_t* A, uint16_t* B, uint16_t* C) {
     if (!input_scale || power == 0) return gemm(trans_b, M, N, K, 1.0f, A, B, 0.0f, C);
     flush();
-    const ColMajor c = col_major_of(trans_b, M, N, K, A, B);
-    if (batch > 1) {  // ns_batch_scales_possible said there is a plan
-      LtPlan& plan = plan_of(c, kAlphaVectors);
-      require(plan.usable, DMUON_ERR_INTERNAL, "Newton-Schulz: no cuBLASLt plan with one alpha per matrix");
-      mark(C, false);
-      const long len = std::max({c.m, c.n, c.k});
-      const float* alpha = input_scale + kNormScales * batch + (power - 1) * len * batch;
-      const float beta = 0.f;
-      cublas_check(cublasLtMatmul(st.lt, plan.op, alpha, c.P, plan.a, c.Q, plan.b, &beta, C, plan.c, C, plan.c,
-                                  &plan.algo, workspace(), kCublasWorkspace, stream()),
-                   "cublasLtMatmul (Newton-Schulz, scaled input per matrix)");
-      return;
-    }
     mark(C, false);
     const float* alpha = input_scale + (power == 1 ? kScale : kScale2);
     const float* beta = input_scale + kZero;
-    LtPlan& plan = plan_of(c, kDeviceScalars);
+    const ColMajor c = col_major_of(trans_b, M, N, K, A, B);
+    LtPlan& plan = plan_of(c, true);
     if (plan.usable) return matmul_device_scalars(c, plan, alpha, beta, C, "cublasLtMatmul (Newton-Schulz, scaled input)");
     cublas_check(cublasSetPointerMode(st.cublas, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
     try {
@@ -427,15 +395,6 @@ struct NsEngine {
     cublas_check(cublasSetPointerMode(st.cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
   }
 
-  // Whether cuBLASLt has plans for the products that read the input with
-  // one alpha per matrix (R_0 = s^2 X X^T, and Q X = s Q X at a restart or
-  // at the end): where it has not, the batch keeps the normalisation pass.
-  bool batch_scales_possible(long k, long n) {
-    uint16_t* any = work->X;  // plans depend on shapes, not on pointers
-    return plan_of(col_major_of(true, k, k, n, any, any), kAlphaVectors).usable &&
-           plan_of(col_major_of(false, k, n, k, any, any), kAlphaVectors).usable;
-  }
-
   // The iteration's last product C = s^power A B. With `update`, it is
   // P = -lr s^power A B + decay P on the parameter P instead (the layout of
   // C, in P's type), where cuBLASLt has a plan; then update->done.
@@ -443,7 +402,7 @@ struct NsEngine {
     if (!update || !input_scale) return gemm_input(false, M, N, K, power, A, B, C);
     flush();
     const ColMajor c = col_major_of(false, M, N, K, A, B);
-    LtPlan& plan = plan_of(c, kDeviceScalars, update);
+    LtPlan& plan = plan_of(c, true, update);
     if (!plan.usable) return gemm_input(false, M, N, K, power, A, B, C);
     const float* alpha = input_scale + (power == 0 ? kUpdateAlpha : kUpdateAlphaScaled);
     matmul_device_scalars(c, plan, alpha, input_scale + kUpdateBeta, update->param, "cublasLtMatmul (Newton-Schulz, update)");
@@ -503,16 +462,12 @@ struct NsEngine {
     cublas_check(cublasSetWorkspace(st.cublas, ws, kCublasWorkspace), "cublasSetWorkspace");
   }
 
-  // How a product's alpha and beta are given: host scalars, device scalars,
-  // or one alpha vector per matrix of the batch (device) with a host beta.
-  enum Scalars : long { kHostScalars, kDeviceScalars, kAlphaVectors };
-
   // The plan of a product, its output in the workspace, or with `into` in
   // that parameter (its type, at kParamAlignment).
-  LtPlan& plan_of(const ColMajor& c, Scalars scalars, const NsParamUpdate* into = nullptr) {
+  LtPlan& plan_of(const ColMajor& c, bool device_scalars, const NsParamUpdate* into = nullptr) {
     const cudaDataType_t c_type = into && into->fp32 ? CUDA_R_32F : CUDA_R_16BF;
     const long output = into ? 1 + long(c_type) : 0;  // 0: the workspace
-    const std::array<long, 10> key = {c.t1, c.t2, c.m, c.n, c.k, batch, c.ldp, c.ldq, scalars, output};
+    const std::array<long, 10> key = {c.t1, c.t2, c.m, c.n, c.k, batch, c.ldp, c.ldq, device_scalars, output};
     auto it = st.lt_plans.find(key);
     if (it != st.lt_plans.end()) return it->second;
     LtPlan& p = st.lt_plans[key];
@@ -525,16 +480,9 @@ struct NsEngine {
     const cublasOperation_t o1 = c.t1 ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = c.t2 ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &o1, sizeof o1), "cublasLtMatmulDescSetAttribute");
     cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &o2, sizeof o2), "cublasLtMatmulDescSetAttribute");
-    if (scalars != kHostScalars) {
-      const cublasLtPointerMode_t mode =
-          scalars == kDeviceScalars ? CUBLASLT_POINTER_MODE_DEVICE : CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
+    if (device_scalars) {
+      const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
       cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode),
-                   "cublasLtMatmulDescSetAttribute");
-    }
-    if (scalars == kAlphaVectors) {  // one vector per matrix, as long as the longest side (scale_vector_len)
-      const int64_t stride = std::max({c.m, c.n, c.k});
-      cublas_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, &stride,
-                                                  sizeof stride),
                    "cublasLtMatmulDescSetAttribute");
     }
     layout(p.a, c.t1 ? c.k : c.m, c.t1 ? c.m : c.k, c.ldp, c.sP);
@@ -579,7 +527,7 @@ ShapeWork make_work(const MuonShapeBatch& b, cudaStream_t stream) {
     cuda_check(cudaMalloc(&w.B, 2 * k * k * w.count), "cudaMalloc (Newton-Schulz B)");
     cuda_check(cudaMalloc(&w.partials, sizeof(float) * w.count * w.blocks_per_matrix), "cudaMalloc (norm partials)");
     if (w.count == 1) w.param_offset = b.matrices[0].offset;
-    cuda_check(cudaMalloc(&w.scales, sizeof(float) * scale_floats(b.rows, b.cols, w.count)), "cudaMalloc (norm scales)");
+    cuda_check(cudaMalloc(&w.scales, sizeof(float) * kNormScales * w.count), "cudaMalloc (norm scales)");
     cuda_check(cudaMalloc(&w.arrivals, sizeof(unsigned) * w.count), "cudaMalloc (norm arrivals)");
     cuda_check(cudaMemsetAsync(w.arrivals, 0, sizeof(unsigned) * w.count, stream), "cudaMemsetAsync (norm arrivals)");
     // A product with device-side beta = 0 may read its output before it
@@ -606,8 +554,7 @@ void enqueue_shape(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, cons
   const bool gram = w.sym_blocks == kNsGramBlocks, defer = gram && w.defer_norm;
   momentum_kernel<T><<<grid, kThreads, 0, st.stream>>>(static_cast<const T*>(buf.grad), buf.momentum, mats, hdr, stats,
                                                        numel, hyper.nesterov, w.X, w.partials, norm_factor,
-                                                       hyper.ns_eps, defer ? w.scales : nullptr, w.arrivals,
-                                                       scale_vector_len(w.rows, w.cols));
+                                                       hyper.ns_eps, defer ? w.scales : nullptr, w.arrivals);
   launch_check("momentum_kernel");
   if (!defer) {
     normalise_kernel<<<grid, kThreads, 0, st.stream>>>(w.X, w.partials, numel, norm_factor, hyper.ns_eps);
@@ -641,8 +588,8 @@ uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::
                      bool gram, const float* input_scale, NsParamUpdate* update) {
   const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
   require(!gram || ns_gram_possible(k, n), DMUON_ERR_INTERNAL, "Gram Newton-Schulz on a shape it does not fit");
-  require(!input_scale || gram, DMUON_ERR_INTERNAL, "Newton-Schulz: an input scale in the products needs the Gram iteration");
-  require(!update || w.count == 1, DMUON_ERR_INTERNAL, "Newton-Schulz: the update in the last product needs one matrix");
+  require(!input_scale || (gram && w.count == 1), DMUON_ERR_INTERNAL,
+          "Newton-Schulz: an input scale in the products needs the Gram iteration on one matrix");
   NsEngine e{st, w.count, w.rows > w.cols, gram ? nullptr : sym, &w, {}};
   e.input_scale = input_scale;
   e.update = update;
@@ -651,12 +598,6 @@ uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::
                        : newton_schulz_iterate(e, w.X, w.Xn, w.A, w.B, k, n, coeffs);
   e.flush();
   return out;
-}
-
-bool ns_batch_scales_possible(CudaStepState& st, ShapeWork& w) {
-  const long k = static_cast<long>(std::min(w.rows, w.cols)), n = static_cast<long>(std::max(w.rows, w.cols));
-  NsEngine e{st, w.count, w.rows > w.cols, nullptr, &w, {}};
-  return e.batch_scales_possible(k, n);
 }
 
 void CudaBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const std::vector<MuonShapeBatch>& batches,
@@ -714,10 +655,9 @@ void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const Muo
         gram_ns_fits_beside(k, n))
       cuda_check(cudaMalloc(&st.ns_workspace, kCublasWorkspace), "cudaMalloc (cuBLAS workspace beside)");
     ns_tuner().choose(st, w, hyper.ns_symmetric);
-    // A batch's products scale each matrix through alpha vectors; the update
-    // in the last product has one beta (the decay) per product, so one matrix.
-    w.defer_norm = ns_tuner().config.gram_defer_norm && (w.count == 1 || ns_batch_scales_possible(st, w));
-    w.fuse_update = w.count == 1 && w.defer_norm && ns_tuner().config.gram_fuse_update;
+    // One device-side scalar per product serves one matrix, not a batch.
+    w.defer_norm = w.count == 1 && ns_tuner().config.gram_defer_norm;
+    w.fuse_update = w.defer_norm && ns_tuner().config.gram_fuse_update;
   }
   // Inside a whole-step capture the shape is simply part of that graph.
   if (!hyper.cuda_graphs || w.fallback || st.mode != CudaStepState::Mode::eager) {

@@ -50,7 +50,7 @@ struct NsTuneConfig {
   // The Gram iteration's Q update beside R's update on a second stream
   // (core/newton_schulz.hpp); false keeps one order (tests compare the two).
   bool gram_beside = true;
-  // A Gram iteration takes the Frobenius normalisation into
+  // A single matrix's Gram iteration takes the Frobenius normalisation into
   // its first products instead of a pass over X (cuda_muon.cu); false keeps
   // the pass (tests and benches compare the two).
   bool gram_defer_norm = true;
@@ -111,13 +111,11 @@ class NsTuner {
 // the normalised input), products symmetric when `sym` is given, or the Gram
 // iteration when `gram` (then `sym` is unused; needs ns_gram_possible);
 // returns the buffer holding the result (X or Xn). Enqueued on st.stream.
-// With `input_scale` (Gram only: w.scales) X holds the input before its
-// normalisation, which the first products apply, in a batch each matrix's
-// own (needs ns_batch_scales_possible).
-// With `update` as well (a single matrix), the last product writes the Muon
-// update into that parameter (no master weights; fp32 or bf16) where
-// cuBLASLt offers a plan for it, and sets update->done; otherwise the result
-// is returned as always.
+// With `input_scale` (Gram on a single matrix only: w.scales) X holds the
+// input before its normalisation, which the first products apply.
+// With `update` as well, the last product writes the Muon update into that
+// parameter (no master weights; fp32 or bf16) where cuBLASLt offers a plan
+// for it, and sets update->done; otherwise the result is returned as always.
 struct NsParamUpdate {
   void* param = nullptr;  // the matrix's first element, 16-byte aligned
   bool fp32 = true;
@@ -125,9 +123,5 @@ struct NsParamUpdate {
 };
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
                      bool gram = false, const float* input_scale = nullptr, NsParamUpdate* update = nullptr);
-// Whether cuBLASLt can scale each matrix of w's batch in the products that
-// read the input (one alpha vector per matrix); if not, the batch keeps the
-// normalisation pass.
-bool ns_batch_scales_possible(CudaStepState& st, ShapeWork& w);
 
 }  // namespace dmuon
