@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstdio>
 #include <vector>
@@ -102,14 +103,23 @@ int main() {
     CHECK(cudaMalloc(&A, 2 * elements));
     CHECK(cudaMalloc(&B, 2 * elements));
     CHECK(cudaMalloc(&C, 4 * elements));
-    CHECK(cudaMemset(A, 0, 2 * elements));
-    CHECK(cudaMemset(B, 0, 2 * elements));
+    // Random operands: products of zeros draw less power and run faster
+    // than the iteration's do (78.6 against 117.6 us for Q X into fp32).
+    std::vector<uint16_t> noise(static_cast<size_t>(elements));
+    std::srand(1);
+    // bf16 bits of magnitudes in [2^-7, 2^-3), every other one negative.
+    for (uint16_t& v : noise) v = static_cast<uint16_t>(0x3c00 + std::rand() % 0x200);
+    for (size_t i = 0; i < noise.size(); i += 2) noise[i] |= 0x8000;
+    CHECK(cudaMemcpy(A, noise.data(), 2 * elements, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(B, noise.data(), 2 * elements, cudaMemcpyHostToDevice));
     CHECK(cudaMemset(C, 0, 4 * elements));
-    CHECK(cudaMalloc(&scalars, 2 * sizeof(float)));
-    CHECK(cudaMemset(scalars, 0, 2 * sizeof(float)));
-    CHECK(cudaMalloc(&rows, sizeof(float) * p.m * p.batch));
-    CHECK(cudaMemset(rows, 0, sizeof(float) * p.m * p.batch));
-    const float host_beta = 0.f;
+    const float one[2] = {1.f, 1.f};  // alpha and beta: the output is read and written, as in the update
+    CHECK(cudaMalloc(&scalars, sizeof one));
+    CHECK(cudaMemcpy(scalars, one, sizeof one, cudaMemcpyHostToDevice));
+    const std::vector<float> row_alphas(static_cast<size_t>(p.m * p.batch), 1.f);
+    CHECK(cudaMalloc(&rows, sizeof(float) * row_alphas.size()));
+    CHECK(cudaMemcpy(rows, row_alphas.data(), sizeof(float) * row_alphas.size(), cudaMemcpyHostToDevice));
+    const float host_beta = 1.f;
     for (cublasLtPointerMode_t mode : {CUBLASLT_POINTER_MODE_DEVICE, CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST}) {
       const bool per_row = mode == CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
       Plan q = plan(lt, p, mode);
