@@ -3,28 +3,25 @@
 // one device scalar per call (what Gram's deferred normalisation and fused
 // update use for a single matrix) against one device alpha per output row
 // with a stride between the batch's matrices (what would let every matrix of
-// a batch carry its own norm). Prints, per shape and mode, the number of
-// heuristic candidates and the best time of those that run.
+// a batch carry its own norm). Prints, per shape and mode, the candidates the
+// library's own query offers (lt_candidates) and the best time of those.
 //
 //   bench_cuda_lt_scalars        (no options; docs/decisions.md, "CUDA Gram on one matrix")
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <exception>
 #include <vector>
+
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/cuda_state.hpp"
+#include "bench_common.cuh"
 
 namespace {
 
-#define CHECK(call)                                                                 \
-  do {                                                                              \
-    if (int rc_ = static_cast<int>(call)) {                                         \
-      std::fprintf(stderr, "%s failed (%d) at line %d\n", #call, rc_, __LINE__);    \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
+using dmuon::cublas_check;
 
 constexpr size_t kWorkspace = 32u << 20;
 
@@ -39,54 +36,53 @@ struct Product {
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  ~Plan() {
+    cublasLtMatmulDescDestroy(op);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(c);
+  }
 };
 
-cublasLtMatrixLayout_t batched(cudaDataType_t type, long rows, long cols, int batch) {
-  cublasLtMatrixLayout_t l = nullptr;
-  CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, rows));
+void layout(cublasLtMatrixLayout_t& l, long rows, long cols, int batch, cudaDataType_t type = CUDA_R_16BF) {
   const int64_t stride = rows * cols;
-  CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
-  CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
-  return l;
+  dmuon::lt_batched_layout(l, rows, cols, rows, batch, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride, "", type);
 }
 
-Plan plan(cublasLtHandle_t lt, const Product& p, cublasLtPointerMode_t mode) {
-  Plan q;
-  CHECK(cublasLtMatmulDescCreate(&q.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+void plan(cublasLtHandle_t lt, const Product& p, cublasLtPointerMode_t mode, Plan& q) {
+  cublas_check(cublasLtMatmulDescCreate(&q.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t tb = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CHECK(cublasLtMatmulDescSetAttribute(q.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  CHECK(cublasLtMatmulDescSetAttribute(q.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode));
+  cublas_check(cublasLtMatmulDescSetAttribute(q.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+  cublas_check(cublasLtMatmulDescSetAttribute(q.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode),
+               "POINTER_MODE");
   if (mode == CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST) {
     const int64_t stride = p.m;  // one alpha per row of each matrix's D
-    CHECK(cublasLtMatmulDescSetAttribute(q.op, CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, &stride, sizeof stride));
+    cublas_check(cublasLtMatmulDescSetAttribute(q.op, CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, &stride,
+                                                sizeof stride),
+                 "ALPHA_VECTOR_BATCH_STRIDE");
   }
-  q.a = batched(CUDA_R_16BF, p.m, p.k, p.batch);
-  q.b = p.trans_b ? batched(CUDA_R_16BF, p.n, p.k, p.batch) : batched(CUDA_R_16BF, p.k, p.n, p.batch);
-  q.c = batched(p.out, p.m, p.n, p.batch);
+  layout(q.a, p.m, p.k, p.batch);
+  if (p.trans_b)
+    layout(q.b, p.n, p.k, p.batch);
+  else
+    layout(q.b, p.k, p.n, p.batch);
+  layout(q.c, p.m, p.n, p.batch, p.out);
   cublasLtMatmulPreference_t pref = nullptr;
-  CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  cublas_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint64_t ws = kWorkspace;
-  CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  q.found.resize(8);
-  int got = 0;
-  // An unsupported mode may answer with an error status instead of no candidates.
-  if (cublasLtMatmulAlgoGetHeuristic(lt, q.op, q.a, q.b, q.c, q.c, pref, 8, q.found.data(), &got) != CUBLAS_STATUS_SUCCESS)
-    got = 0;
-  q.found.resize(static_cast<size_t>(got));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  q.algos = dmuon::lt_candidates(lt, q.op, q.a, q.b, q.c, pref);
   cublasLtMatmulPreferenceDestroy(pref);
-  return q;
 }
 
-}  // namespace
-
-int main() {
+void run() {
   cublasLtHandle_t lt = nullptr;
-  CHECK(cublasLtCreate(&lt));
+  cublas_check(cublasLtCreate(&lt), "cublasLtCreate");
   cudaStream_t stream = nullptr;
-  CHECK(cudaStreamCreate(&stream));
+  bench::cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
   void* workspace = nullptr;
-  CHECK(cudaMalloc(&workspace, kWorkspace));
+  bench::cuda(cudaMalloc(&workspace, kWorkspace), "cudaMalloc");
   const Product products[] = {
       {768, 768, 3072, 12, true, CUDA_R_16BF, "R = X X^T, 768x3072 x12"},
       {3072, 768, 768, 12, false, CUDA_R_16BF, "Q X, 768x3072 x12"},
@@ -100,59 +96,52 @@ int main() {
     const long elements = std::max({p.m * p.k, p.n * p.k, p.m * p.n}) * p.batch;
     void *A = nullptr, *B = nullptr, *C = nullptr;
     float *scalars = nullptr, *rows = nullptr;
-    CHECK(cudaMalloc(&A, 2 * elements));
-    CHECK(cudaMalloc(&B, 2 * elements));
-    CHECK(cudaMalloc(&C, 4 * elements));
+    bench::cuda(cudaMalloc(&A, 2 * elements), "cudaMalloc");
+    bench::cuda(cudaMalloc(&B, 2 * elements), "cudaMalloc");
+    bench::cuda(cudaMalloc(&C, 4 * elements), "cudaMalloc");
     // Random operands: products of zeros draw less power and run faster
     // than the iteration's do (78.6 against 117.6 us for Q X into fp32).
-    std::vector<uint16_t> noise(static_cast<size_t>(elements));
-    std::srand(1);
-    // bf16 bits of magnitudes in [2^-7, 2^-3), every other one negative.
-    for (uint16_t& v : noise) v = static_cast<uint16_t>(0x3c00 + std::rand() % 0x200);
-    for (size_t i = 0; i < noise.size(); i += 2) noise[i] |= 0x8000;
-    CHECK(cudaMemcpy(A, noise.data(), 2 * elements, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(B, noise.data(), 2 * elements, cudaMemcpyHostToDevice));
-    CHECK(cudaMemset(C, 0, 4 * elements));
+    bench::fill(A, elements, DMUON_DTYPE_BF16, 1, 0.1f, stream);
+    bench::fill(B, elements, DMUON_DTYPE_BF16, 2, 0.1f, stream);
+    bench::cuda(cudaMemsetAsync(C, 0, 4 * elements, stream), "cudaMemsetAsync");
     const float one[2] = {1.f, 1.f};  // alpha and beta: the output is read and written, as in the update
-    CHECK(cudaMalloc(&scalars, sizeof one));
-    CHECK(cudaMemcpy(scalars, one, sizeof one, cudaMemcpyHostToDevice));
+    bench::cuda(cudaMalloc(&scalars, sizeof one), "cudaMalloc");
+    bench::cuda(cudaMemcpy(scalars, one, sizeof one, cudaMemcpyHostToDevice), "cudaMemcpy");
     const std::vector<float> row_alphas(static_cast<size_t>(p.m * p.batch), 1.f);
-    CHECK(cudaMalloc(&rows, sizeof(float) * row_alphas.size()));
-    CHECK(cudaMemcpy(rows, row_alphas.data(), sizeof(float) * row_alphas.size(), cudaMemcpyHostToDevice));
+    bench::cuda(cudaMalloc(&rows, sizeof(float) * row_alphas.size()), "cudaMalloc");
+    bench::cuda(cudaMemcpy(rows, row_alphas.data(), sizeof(float) * row_alphas.size(), cudaMemcpyHostToDevice),
+                "cudaMemcpy");
     const float host_beta = 1.f;
     for (cublasLtPointerMode_t mode : {CUBLASLT_POINTER_MODE_DEVICE, CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST}) {
       const bool per_row = mode == CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
-      Plan q = plan(lt, p, mode);
+      Plan q;
+      plan(lt, p, mode, q);
       const void* alpha = per_row ? static_cast<const void*>(rows) : scalars;
       const void* beta = per_row ? static_cast<const void*>(&host_beta) : scalars + 1;
       float best = -1.f;
-      for (const cublasLtMatmulHeuristicResult_t& h : q.found) {
-        auto run = [&] {
-          return cublasLtMatmul(lt, q.op, alpha, A, q.a, B, q.b, beta, C, q.c, C, q.c, &h.algo, workspace, kWorkspace,
+      for (const cublasLtMatmulAlgo_t& algo : q.algos) {
+        auto matmul = [&] {
+          return cublasLtMatmul(lt, q.op, alpha, A, q.a, B, q.b, beta, C, q.c, C, q.c, &algo, workspace, kWorkspace,
                                 stream);
         };
-        if (run() != CUBLAS_STATUS_SUCCESS) continue;
+        if (matmul() != CUBLAS_STATUS_SUCCESS) continue;
         cudaEvent_t t0, t1;
-        CHECK(cudaEventCreate(&t0));
-        CHECK(cudaEventCreate(&t1));
-        CHECK(cudaEventRecord(t0, stream));
+        bench::cuda(cudaEventCreate(&t0), "cudaEventCreate");
+        bench::cuda(cudaEventCreate(&t1), "cudaEventCreate");
+        bench::cuda(cudaEventRecord(t0, stream), "cudaEventRecord");
         const int reps = 50;
-        for (int r = 0; r < reps; ++r) CHECK(run());
-        CHECK(cudaEventRecord(t1, stream));
-        CHECK(cudaEventSynchronize(t1));
+        for (int r = 0; r < reps; ++r) cublas_check(matmul(), "cublasLtMatmul");
+        bench::cuda(cudaEventRecord(t1, stream), "cudaEventRecord");
+        bench::cuda(cudaEventSynchronize(t1), "cudaEventSynchronize");
         float ms = 0.f;
-        CHECK(cudaEventElapsedTime(&ms, t0, t1));
+        bench::cuda(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
         const float us = 1000.f * ms / reps;
         best = best < 0.f ? us : std::min(best, us);
         cudaEventDestroy(t0);
         cudaEventDestroy(t1);
       }
-      std::printf("%-30s %-28s %10zu %10.1f\n", p.what,
-                  per_row ? "alpha per row (device), beta" : "device scalars", q.found.size(), best);
-      cublasLtMatmulDescDestroy(q.op);
-      cublasLtMatrixLayoutDestroy(q.a);
-      cublasLtMatrixLayoutDestroy(q.b);
-      cublasLtMatrixLayoutDestroy(q.c);
+      std::printf("%-30s %-28s %10zu %10.1f\n", p.what, per_row ? "alpha per row (device), beta" : "device scalars",
+                  q.algos.size(), best);
     }
     cudaFree(A);
     cudaFree(B);
@@ -162,5 +151,16 @@ int main() {
   }
   cudaFree(workspace);
   cublasLtDestroy(lt);
+}
+
+}  // namespace
+
+int main() {
+  try {
+    run();
+  } catch (const std::exception& e) {  // cublas_check's dmuon::Error
+    std::fprintf(stderr, "bench_cuda_lt_scalars: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }
