@@ -45,6 +45,9 @@ dmuon_add_gpu_test(test_cuda_ns_symmetric gpu/test_cuda_ns_symmetric.cu)
 # Gram Newton-Schulz forced: within its bf16 tolerance of the plain iteration
 # (both schedules), plain where it does not fit, replay bitwise eager.
 dmuon_add_gpu_test(test_cuda_ns_gram gpu/test_cuda_ns_gram.cu)
+# Muon shape batches in concurrent lanes: bit for bit what one order computes,
+# eager, per-shape graphs and the whole-step graph.
+dmuon_add_gpu_test(test_cuda_shape_lanes gpu/test_cuda_shape_lanes.cpp)
 # The cache file's format and writing, without a GPU: runs wherever the CUDA backend is built.
 dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS 1 LABELS unit)
 target_link_libraries(test_ns_tuning_cache PRIVATE dmuon_cuda)

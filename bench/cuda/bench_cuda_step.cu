@@ -4,10 +4,41 @@
 // Each mode runs twice in the same process: plain, and "_training" with a
 // learning-rate schedule on both groups and two metrics submitted (from
 // device memory) before every step, to show what those cost.
+// Eager and whole-step graph also run with the shape batches in one order
+// (NsTuneConfig::shape_lanes = 1), alternating with the default, best of
+// three rounds each: "_one_order" beside "_lanes".
 // bench_torch_step.py times torch.optim.Muon + fused AdamW on the same set.
 #include <algorithm>
 
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_ns_tune.hpp"
+#include "core/context.hpp"
 #include "mixes.hpp"
+
+namespace {
+
+dmuon::CudaBackend* backend_of(bench::Run& run) {
+  return dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
+}
+
+// The step with its shapes in lanes and in one order, alternating.
+void lanes_side_by_side(const std::vector<bench::Param>& set, const char* tag, int graphs, int step_graph, int iters) {
+  double best[2] = {1e30, 1e30};  // [0] one order, [1] lanes
+  for (int round = 0; round < 3; ++round)
+    for (int lanes : {1, 0}) {
+      dmuon_options_t o = DMUON_OPTIONS_INIT;
+      o.cuda_graphs = graphs;
+      o.cuda_step_graph = step_graph;
+      o.max_grad_norm = 1.0;
+      bench::Run run(set, o);
+      if (!lanes) backend_of(run)->ns_tuner().config.shape_lanes = 1;
+      best[lanes] = std::min(best[lanes], run.ms_per_step(3, iters));
+    }
+  bench::result(std::string("step_") + tag + "_lanes_ms", best[1]);
+  bench::result(std::string("step_") + tag + "_one_order_ms", best[0]);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -63,6 +94,8 @@ int main(int argc, char** argv) {
     }
   }
   cudaFree(metrics);
+  lanes_side_by_side(set, "eager", 0, 0, iters);
+  lanes_side_by_side(set, "step_graph", 1, 1, iters);
   MPI_Finalize();
   return 0;
 }

@@ -51,6 +51,7 @@ CudaStepState::~CudaStepState() {
   cudaStreamSynchronize(side);
   cudaStreamSynchronize(adam_stream);
   cudaStreamSynchronize(ns_stream);
+  for (ShapeLane& l : lanes) l.release();
   drop_step_graph();
   for (ShapeWork& w : shapes) w.release();
   for (Piece& p : pieces) {
@@ -84,6 +85,19 @@ CudaStepState::~CudaStepState() {
   cudaStreamDestroy(adam_stream);
   cudaStreamDestroy(side);
   cudaStreamDestroy(own_stream);
+}
+
+void CudaStepState::ShapeLane::release() noexcept {
+  for (cudaStream_t s : {stream, ns_stream})
+    if (s) {
+      cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    }
+  cudaFree(workspace);
+  cudaFree(ns_workspace);
+  for (cudaEvent_t e : {ns_fork, ns_join, done})
+    if (e) cudaEventDestroy(e);
+  *this = ShapeLane{};
 }
 
 void CudaStepState::drop_step_graph() noexcept {

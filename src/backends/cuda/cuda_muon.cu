@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_block_sum.cuh"
@@ -582,6 +583,76 @@ void enqueue(CudaStepState& st, ShapeWork& w, const MuonBuffers& buf, const Muon
     enqueue_shape<uint16_t>(st, w, buf, hyper, stats, mats, hdr);
 }
 
+// While a shape batch is enqueued on a lane (CudaStepState::ShapeLane), the
+// step state's stream, workspaces and fork events are the lane's: every
+// kernel, product, per-shape graph and fork beside of the shape then follows
+// the lane without being told.
+class LaneScope {
+ public:
+  LaneScope(CudaStepState& st, CudaStepState::ShapeLane* lane) : st_(st), lane_(lane) { swap(); }
+  ~LaneScope() { swap(); }
+  LaneScope(const LaneScope&) = delete;
+  LaneScope& operator=(const LaneScope&) = delete;
+
+ private:
+  void swap() noexcept {
+    if (!lane_) return;
+    std::swap(st_.stream, lane_->stream);
+    std::swap(st_.cublas_workspace, lane_->workspace);
+    std::swap(st_.ns_stream, lane_->ns_stream);
+    std::swap(st_.ns_workspace, lane_->ns_workspace);
+    std::swap(st_.ns_fork, lane_->ns_fork);
+    std::swap(st_.ns_join, lane_->ns_join);
+  }
+  CudaStepState& st_;
+  CudaStepState::ShapeLane* lane_;
+};
+
+// Whether the batches may run in lanes now: the lanes exist and every shape's
+// products were chosen at an earlier step, so that no choice is timed while
+// another shape runs.
+bool lanes_ready(const CudaStepState& st, const std::vector<MuonShapeBatch>& batches) {
+  if (st.lanes.empty() || batches.size() < 2 || st.shapes.size() < batches.size()) return false;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const ShapeWork& w = st.shapes[i];
+    const MuonShapeBatch& b = batches[i];
+    if (w.rows != b.rows || w.cols != b.cols || w.dtype != b.dtype || w.count != int(b.matrices.size()) ||
+        !w.gram_chosen)
+      return false;
+  }
+  return true;
+}
+
+// Makes the lanes beyond the step's stream, `wanted` in all, at an eager step;
+// a lane that cannot be made (memory) leaves the shapes in the lanes made so
+// far, and no further lane is tried.
+void make_lanes(CudaStepState& st, std::size_t wanted) {
+  const std::size_t extra = wanted > 1 ? wanted - 1 : 0;
+  if (st.lanes_failed) return;
+  try {
+    while (st.lanes.size() < extra) {
+      st.lanes.emplace_back();
+      CudaStepState::ShapeLane& l = st.lanes.back();
+      cuda_check(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), "cudaStreamCreate (lane)");
+      cuda_check(cudaStreamCreateWithFlags(&l.ns_stream, cudaStreamNonBlocking), "cudaStreamCreate (lane)");
+      for (cudaEvent_t* e : {&l.ns_fork, &l.ns_join, &l.done})
+        cuda_check(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate (lane)");
+      cuda_check(cudaMalloc(&l.workspace, kCublasWorkspace), "cudaMalloc (lane workspace)");
+    }
+    // Where the step's order has a workspace beside (Gram's Q update), each lane gets one.
+    for (CudaStepState::ShapeLane& l : st.lanes)
+      if (st.ns_workspace && !l.ns_workspace)
+        cuda_check(cudaMalloc(&l.ns_workspace, kCublasWorkspace), "cudaMalloc (lane workspace beside)");
+  } catch (const Error&) {
+    cudaGetLastError();
+    st.lanes_failed = true;
+    if (!st.lanes.empty() && !st.lanes.back().workspace) {
+      st.lanes.back().release();
+      st.lanes.pop_back();
+    }
+  }
+}
+
 }  // namespace
 
 uint16_t* ns_iterate(CudaStepState& st, ShapeWork& w, SymShape* sym, const std::vector<NsCoefficients>& coeffs,
@@ -623,11 +694,26 @@ void CudaBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const st
   // The Adam update may start here, beside the Muon work (adam_update).
   cuda_check(cudaEventRecord(st.muon_fork, st.stream), "cudaEventRecord (Adam fork)");
   st.forked = true;
+  // Batch i runs in lane i mod L (lane 0: the stream itself), each lane
+  // forked where the Adam update forks and joined back after its last batch.
+  const std::size_t wanted = std::min<std::size_t>(std::max(ns_tuner().config.shape_lanes, 1), batches.size());
+  const std::size_t lanes = lanes_ready(st, batches) ? std::min(wanted, st.lanes.size() + 1) : 1;
+  for (std::size_t l = 1; l < lanes; ++l)
+    cuda_check(cudaStreamWaitEvent(st.lanes[l - 1].stream, st.muon_fork, 0), "cudaStreamWaitEvent (lane fork)");
   at = sizeof h;
   for (std::size_t i = 0; i < batches.size(); ++i) {
+    const std::size_t l = i % lanes;
+    LaneScope in_lane(st, l ? &st.lanes[l - 1] : nullptr);
     run_shape(st, buffers[static_cast<int>(batches[i].dtype)], batches[i], i, hyper, stats, dev + at, dev);
     at += sizeof(MuonMatrix) * batches[i].matrices.size();
   }
+  for (std::size_t l = 1; l < lanes; ++l) {
+    CudaStepState::ShapeLane& lane = st.lanes[l - 1];
+    cuda_check(cudaEventRecord(lane.done, lane.stream), "cudaEventRecord (lane join)");
+    cuda_check(cudaStreamWaitEvent(st.stream, lane.done, 0), "cudaStreamWaitEvent (lane join)");
+  }
+  // Lanes for the next step, now that this eager step has chosen every shape's products.
+  if (st.mode == CudaStepState::Mode::eager && wanted > 1) make_lanes(st, wanted);
 }
 
 void CudaBackend::run_shape(CudaStepState& st, const MuonBuffers& buf, const MuonShapeBatch& batch, std::size_t index,

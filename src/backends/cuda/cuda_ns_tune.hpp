@@ -57,6 +57,10 @@ struct NsTuneConfig {
   // With it, the last product also applies the update to the parameter
   // (alpha -lr, beta the decay) instead of an update pass; false keeps the pass.
   bool gram_fuse_update = true;
+  // Orders the step's Muon shape batches are spread over, round robin, so that
+  // one shape's memory passes run beside another's products (cuda_muon.cu);
+  // 1 keeps one order. Results are the same bit for bit either way.
+  int shape_lanes = 4;
   static NsTuneConfig from_environment();
 };
 

@@ -175,6 +175,20 @@ struct CudaStepState final : StepState {
   cudaStream_t ns_stream = nullptr;
   cudaEvent_t ns_fork = nullptr, ns_join = nullptr;
   void* ns_workspace = nullptr;
+  // Muon shape batches in concurrent orders (NsTuneConfig::shape_lanes): the
+  // first lane is `stream` itself; each lane here has a stream, cuBLAS
+  // workspaces and Newton-Schulz fork events of its own, since its products
+  // run while the other lanes' do. Made at an eager step once every shape's
+  // products are chosen, so that no timing sees another shape's work.
+  struct ShapeLane {
+    cudaStream_t stream = nullptr, ns_stream = nullptr;
+    void* workspace = nullptr;
+    void* ns_workspace = nullptr;
+    cudaEvent_t ns_fork = nullptr, ns_join = nullptr, done = nullptr;
+    void release() noexcept;
+  };
+  std::vector<ShapeLane> lanes;
+  bool lanes_failed = false;  // a lane could not be made: the shapes stay in one order
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* cublas_workspace = nullptr;  // shared by cuBLAS and cuBLASLt: both run in stream order
