@@ -3,7 +3,9 @@
 // one device scalar per call (what Gram's deferred normalisation and fused
 // update use for a single matrix) against one device alpha per output row
 // with a stride between the batch's matrices (what would let every matrix of
-// a batch carry its own norm). Prints, per shape and mode, the candidates the
+// a batch carry its own norm), and device scalars with every operand a
+// pointer array (what would let a batch's last product update parameters that
+// are not at one stride). Prints, per shape and mode, the candidates the
 // library's own query offers (lt_candidates) and the best time of those.
 //
 //   bench_cuda_lt_scalars        (no options; docs/decisions.md, "CUDA Gram on one matrix")
@@ -45,12 +47,23 @@ struct Plan {
   }
 };
 
-void layout(cublasLtMatrixLayout_t& l, long rows, long cols, int batch, cudaDataType_t type = CUDA_R_16BF) {
+// How the probe passes alpha, beta and the batch's matrices.
+enum class Mode { device_scalars, alpha_per_row, pointer_arrays };
+
+void layout(cublasLtMatrixLayout_t& l, long rows, long cols, int batch, bool pointers,
+            cudaDataType_t type = CUDA_R_16BF) {
   const int64_t stride = rows * cols;
-  dmuon::lt_batched_layout(l, rows, cols, rows, batch, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride, "", type);
+  const uint32_t by_pointer = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+  if (pointers)
+    dmuon::lt_batched_layout(l, rows, cols, rows, batch, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, by_pointer, "", type);
+  else
+    dmuon::lt_batched_layout(l, rows, cols, rows, batch, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride, "", type);
 }
 
-void plan(cublasLtHandle_t lt, const Product& p, cublasLtPointerMode_t mode, Plan& q) {
+void plan(cublasLtHandle_t lt, const Product& p, Mode how, Plan& q) {
+  const cublasLtPointerMode_t mode =
+      how == Mode::alpha_per_row ? CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST : CUBLASLT_POINTER_MODE_DEVICE;
+  const bool pointers = how == Mode::pointer_arrays;
   cublas_check(cublasLtMatmulDescCreate(&q.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t tb = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublas_check(cublasLtMatmulDescSetAttribute(q.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
@@ -62,12 +75,12 @@ void plan(cublasLtHandle_t lt, const Product& p, cublasLtPointerMode_t mode, Pla
                                                 sizeof stride),
                  "ALPHA_VECTOR_BATCH_STRIDE");
   }
-  layout(q.a, p.m, p.k, p.batch);
+  layout(q.a, p.m, p.k, p.batch, pointers);
   if (p.trans_b)
-    layout(q.b, p.n, p.k, p.batch);
+    layout(q.b, p.n, p.k, p.batch, pointers);
   else
-    layout(q.b, p.k, p.n, p.batch);
-  layout(q.c, p.m, p.n, p.batch, p.out);
+    layout(q.b, p.k, p.n, p.batch, pointers);
+  layout(q.c, p.m, p.n, p.batch, pointers, p.out);
   cublasLtMatmulPreference_t pref = nullptr;
   cublas_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint64_t ws = kWorkspace;
@@ -91,7 +104,7 @@ void run() {
       {768, 768, 768, 12, false, CUDA_R_32F, "B X into fp32, 768x768 x12"},
       {256, 256, 256, 3, false, CUDA_R_16BF, "B X, 256x256 x3"},
   };
-  std::printf("%-30s %-28s %10s %10s\n", "product", "alpha and beta", "candidates", "best us");
+  std::printf("%-30s %-30s %10s %10s\n", "product", "alpha and beta", "candidates", "best us");
   for (const Product& p : products) {
     const long elements = std::max({p.m * p.k, p.n * p.k, p.m * p.n}) * p.batch;
     void *A = nullptr, *B = nullptr, *C = nullptr;
@@ -112,17 +125,33 @@ void run() {
     bench::cuda(cudaMemcpy(rows, row_alphas.data(), sizeof(float) * row_alphas.size(), cudaMemcpyHostToDevice),
                 "cudaMemcpy");
     const float host_beta = 1.f;
-    for (cublasLtPointerMode_t mode : {CUBLASLT_POINTER_MODE_DEVICE, CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST}) {
-      const bool per_row = mode == CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
+    // The same matrices as device arrays of pointers, one per matrix of the batch.
+    void** arrays = nullptr;
+    {
+      const size_t out_bytes = p.out == CUDA_R_32F ? 4 : 2;
+      std::vector<void*> host(3 * static_cast<size_t>(p.batch));
+      for (int i = 0; i < p.batch; ++i) {
+        host[i] = static_cast<char*>(A) + 2 * p.m * p.k * i;
+        host[p.batch + i] = static_cast<char*>(B) + 2 * p.n * p.k * i;
+        host[2 * p.batch + i] = static_cast<char*>(C) + out_bytes * p.m * p.n * i;
+      }
+      bench::cuda(cudaMalloc(&arrays, sizeof(void*) * host.size()), "cudaMalloc");
+      bench::cuda(cudaMemcpy(arrays, host.data(), sizeof(void*) * host.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+    for (Mode how : {Mode::device_scalars, Mode::alpha_per_row, Mode::pointer_arrays}) {
+      const bool per_row = how == Mode::alpha_per_row, pointers = how == Mode::pointer_arrays;
       Plan q;
-      plan(lt, p, mode, q);
+      plan(lt, p, how, q);
       const void* alpha = per_row ? static_cast<const void*>(rows) : scalars;
       const void* beta = per_row ? static_cast<const void*>(&host_beta) : scalars + 1;
+      const void* a_in = pointers ? static_cast<const void*>(arrays) : A;
+      const void* b_in = pointers ? static_cast<const void*>(arrays + p.batch) : B;
+      void* c_io = pointers ? static_cast<void*>(arrays + 2 * p.batch) : C;
       float best = -1.f;
       for (const cublasLtMatmulAlgo_t& algo : q.algos) {
         auto matmul = [&] {
-          return cublasLtMatmul(lt, q.op, alpha, A, q.a, B, q.b, beta, C, q.c, C, q.c, &algo, workspace, kWorkspace,
-                                stream);
+          return cublasLtMatmul(lt, q.op, alpha, a_in, q.a, b_in, q.b, beta, c_io, q.c, c_io, q.c, &algo, workspace,
+                                kWorkspace, stream);
         };
         if (matmul() != CUBLAS_STATUS_SUCCESS) continue;
         cudaEvent_t t0, t1;
@@ -140,9 +169,11 @@ void run() {
         cudaEventDestroy(t0);
         cudaEventDestroy(t1);
       }
-      std::printf("%-30s %-28s %10zu %10.1f\n", p.what, per_row ? "alpha per row (device), beta" : "device scalars",
-                  q.algos.size(), best);
+      const char* name = per_row ? "alpha per row (device), beta" : pointers ? "pointer arrays, device scalars"
+                                                                            : "device scalars";
+      std::printf("%-30s %-30s %10zu %10.1f\n", p.what, name, q.algos.size(), best);
     }
+    cudaFree(arrays);
     cudaFree(A);
     cudaFree(B);
     cudaFree(C);
