@@ -27,6 +27,8 @@ const std::vector<Spec> kShapes = {
     {"bias", DMUON_KIND_ADAM, DMUON_DTYPE_FP32, {300}},
 };
 
+constexpr int kLanes = 4;
+
 const dmuon::CudaStepState& state_of(Model& m) { return *static_cast<const dmuon::CudaStepState*>(key_of(m)); }
 
 void check_lanes(int symmetric, int graphs, int step_graph) {
@@ -39,6 +41,7 @@ void check_lanes(int symmetric, int graphs, int step_graph) {
   o.cuda_step_graph = step_graph;
   Model lanes("cuda", kShapes, o), one("cuda", kShapes, o);
   for (Model* m : {&lanes, &one}) cuda_of(*m).ns_tuner().config.cache = false;
+  cuda_of(lanes).ns_tuner().config.shape_lanes = kLanes;
   cuda_of(one).ns_tuner().config.shape_lanes = 1;
   lanes.init();
   one.init();
@@ -57,9 +60,9 @@ void check_lanes(int symmetric, int graphs, int step_graph) {
       ASSERT_EQ(lanes.raw(int(k)), one.raw(int(k))) << kShapes[k].name << " step " << step << ", " << label;
   }
   // The two really ran differently: lanes were made where a rank runs several
-  // batches (at most shape_lanes - 1 beside the step's stream), never in one order.
+  // batches (at most kLanes - 1 beside the step's stream), never in one order.
   const int batches = lanes.owned_batches();
-  const std::size_t expected = batches > 1 ? std::min<std::size_t>(batches, 4) - 1 : 0;
+  const std::size_t expected = batches > 1 ? std::min<std::size_t>(batches, kLanes) - 1 : 0;
   EXPECT_EQ(state_of(lanes).lanes.size(), expected) << label;
   EXPECT_EQ(state_of(one).lanes.size(), 0u) << label;
   if (step_graph) EXPECT_GT(cuda_of(lanes).diagnostics(key_of(lanes)).step_replays, 0) << label;

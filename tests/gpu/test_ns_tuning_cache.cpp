@@ -1,7 +1,7 @@
 // The on-disk cache of Newton-Schulz kernel choices (CUDA backend), without a
 // GPU: the versioned file name, the text format and its strict parser (a
 // damaged file counts as absent), the atomic write, and where the directory
-// comes from.
+// comes from; the lanes DMUON_NS_SHAPE_LANES asks for.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/ns_tuning_cache.hpp"
 
 namespace {
@@ -166,6 +167,28 @@ TEST(NsTuningCache, DirectoryFromEnvironment) {
   const char* names[3] = {"DMUON_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
   for (int i = 0; i < 3; ++i)
     if (keep[i]) setenv(names[i], saved[i].c_str(), 1);
+}
+
+// A count within 1..kNsMaxShapeLanes is taken; anything else keeps one order.
+TEST(NsTuneConfig, ShapeLanesFromEnvironment) {
+  const char* keep = std::getenv("DMUON_NS_SHAPE_LANES");
+  const std::string saved = keep ? keep : "";
+  unsetenv("DMUON_NS_SHAPE_LANES");
+  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 1);
+  setenv("DMUON_NS_SHAPE_LANES", "4", 1);
+  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 4);
+  setenv("DMUON_NS_SHAPE_LANES", std::to_string(dmuon::kNsMaxShapeLanes).c_str(), 1);
+  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, dmuon::kNsMaxShapeLanes);
+  for (const char* bad : {"0", "-2", "4x", "", "lots", "9999999999999999999"}) {
+    setenv("DMUON_NS_SHAPE_LANES", bad, 1);
+    EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 1) << "'" << bad << "'";
+  }
+  setenv("DMUON_NS_SHAPE_LANES", std::to_string(dmuon::kNsMaxShapeLanes + 1).c_str(), 1);
+  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 1);
+  if (keep)
+    setenv("DMUON_NS_SHAPE_LANES", saved.c_str(), 1);
+  else
+    unsetenv("DMUON_NS_SHAPE_LANES");
 }
 
 }  // namespace

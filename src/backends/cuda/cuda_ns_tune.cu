@@ -117,6 +117,11 @@ NsTuneConfig NsTuneConfig::from_environment() {
   const std::string cache = env("DMUON_NS_CACHE");
   c.cache = !(cache == "0" || cache == "off");
   c.cache_dir = ns_cache_dir_from_environment();
+  // A count of lanes, 1 to kNsMaxShapeLanes; anything else keeps the default.
+  const std::string lanes = env("DMUON_NS_SHAPE_LANES");
+  char* end = nullptr;
+  const long n = std::strtol(lanes.c_str(), &end, 10);
+  if (!lanes.empty() && *end == '\0' && n >= 1 && n <= kNsMaxShapeLanes) c.shape_lanes = static_cast<int>(n);
   return c;
 }
 
