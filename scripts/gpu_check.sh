@@ -83,6 +83,9 @@ bench bench_torch_ns python3 "$here/bench/cuda/bench_torch_ns.py"
 bench bench_cuda_ns12 "$(find_bin bench_cuda_ns)" --count 12 --iters 10
 bench bench_torch_ns12 python3 "$here/bench/cuda/bench_torch_ns.py" 12
 bench bench_cuda_step "$(find_bin bench_cuda_step)"
+# cuBLASLt's plans for the ways a batch's products could take scalars and
+# parameters (a table of its own, kept in its log; docs/decisions.md).
+bench bench_cuda_lt_scalars "$(find_bin bench_cuda_lt_scalars)"
 bench bench_torch_step python3 "$here/bench/cuda/bench_torch_step.py"
 bench bench_cuda_small "$(find_bin bench_cuda_small)"
 bench bench_torch_small python3 "$here/bench/cuda/bench_torch_small.py"
