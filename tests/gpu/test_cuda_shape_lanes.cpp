@@ -2,7 +2,11 @@
 // cuda_muon.cu) compute what one order computes, bit for bit: eager, with
 // per-shape graphs and with the whole-step graph, with the products the
 // tuner picks and with Gram forced (whose Q update forks beside inside a
-// lane), across a learning-rate change and a parameter without a gradient.
+// lane), across a learning-rate change and a parameter without a gradient;
+// the batches really went to lanes (Diagnostics::lane_batches).
+#include <cstdlib>
+#include <string>
+
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
 #include "gpu/gpu_backend.hpp"
@@ -40,7 +44,15 @@ void check_lanes(int symmetric, int graphs, int step_graph) {
   o.cuda_graphs = graphs;
   o.cuda_step_graph = step_graph;
   Model lanes("cuda", kShapes, o), one("cuda", kShapes, o);
-  for (Model* m : {&lanes, &one}) cuda_of(*m).ns_tuner().config.cache = false;
+  // Timed choices could differ between two timings: `one` reads the choices
+  // `lanes` timed (it steps first) from a cache file of this test's own.
+  char tmpl[] = "/tmp/dmuon_lanes_XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  ASSERT_NE(dir, nullptr);
+  for (Model* m : {&lanes, &one}) {
+    cuda_of(*m).ns_tuner().config.cache = true;
+    cuda_of(*m).ns_tuner().config.cache_dir = dir;
+  }
   cuda_of(lanes).ns_tuner().config.shape_lanes = kLanes;
   cuda_of(one).ns_tuner().config.shape_lanes = 1;
   lanes.init();
@@ -65,6 +77,11 @@ void check_lanes(int symmetric, int graphs, int step_graph) {
   const std::size_t expected = batches > 1 ? std::min<std::size_t>(batches, kLanes) - 1 : 0;
   EXPECT_EQ(state_of(lanes).lanes.size(), expected) << label;
   EXPECT_EQ(state_of(one).lanes.size(), 0u) << label;
+  // And used: batches went to a lane (in a capture, once; eager, every step after the first).
+  const long used = cuda_of(lanes).diagnostics(key_of(lanes)).lane_batches;
+  if (expected) EXPECT_GT(used, 0) << label;
+  EXPECT_EQ(cuda_of(one).diagnostics(key_of(one)).lane_batches, 0) << label;
+  EXPECT_EQ(std::system(("rm -rf '" + std::string(dir) + "'").c_str()), 0) << dir;
   if (step_graph) EXPECT_GT(cuda_of(lanes).diagnostics(key_of(lanes)).step_replays, 0) << label;
 }
 

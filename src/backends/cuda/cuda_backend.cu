@@ -51,7 +51,9 @@ CudaStepState::~CudaStepState() {
   cudaStreamSynchronize(side);
   cudaStreamSynchronize(adam_stream);
   cudaStreamSynchronize(ns_stream);
-  for (ShapeLane& l : lanes) l.release();
+  for (ShapeLane& l : lanes)
+    for (cudaStream_t s : {l.stream, l.ns_stream})
+      if (s) cudaStreamSynchronize(s);
   drop_step_graph();
   for (ShapeWork& w : shapes) w.release();
   for (Piece& p : pieces) {
@@ -70,6 +72,7 @@ CudaStepState::~CudaStepState() {
   }
   if (lt) cublasLtDestroy(lt);
   if (cublas) cublasDestroy(cublas);
+  for (ShapeLane& l : lanes) l.release();  // after the handle, which may still name a lane's stream
   cudaFree(cublas_workspace);
   cudaFree(ns_workspace);
   for (cudaEvent_t e : slot_done) cudaEventDestroy(e);
@@ -600,6 +603,7 @@ CudaBackend::Diagnostics CudaBackend::diagnostics(const StepState* state) const 
     count_nodes(static_cast<cudaGraph_t>(st.step_graph), d.step_graph_nodes, d.step_graph_d2h_copies);
   }
   d.step_replays = st.replays;
+  d.lane_batches = st.lane_batches;
   for (const ShapeWork& w : st.shapes) {
     d.shape_graphs += w.exec ? 1 : 0;
     d.shape_fallbacks += w.fallback ? 1 : 0;

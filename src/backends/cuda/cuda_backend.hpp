@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
     int shape_fallbacks = 0;  // shapes that fell back to eager after a failed capture
     int ns_shapes_timed = 0;  // Newton-Schulz shapes this backend timed (symmetric products)
     int ns_cache_hits = 0;    // and those whose choice came from the cache file
+    long lane_batches = 0;    // shape batches enqueued on a lane beside the step's stream
   };
   Diagnostics diagnostics(const StepState* state) const;
   // Make the next per-shape capture fail, to exercise the eager fallback.

@@ -608,6 +608,47 @@ class LaneScope {
   CudaStepState::ShapeLane* lane_;
 };
 
+// The lanes a step forked, joined back into the step's stream by join(), or
+// on unwinding by the destructor (errors ignored there): a capture must not
+// end with a branch open, and an eager lane must finish before the next step
+// overwrites the Muon table it reads. Either way the shared cuBLAS handle is
+// bound to the step's stream and workspace again.
+class LaneJoin {
+ public:
+  explicit LaneJoin(CudaStepState& st) : st_(st) {}
+  ~LaneJoin() { join(false); }
+  LaneJoin(const LaneJoin&) = delete;
+  LaneJoin& operator=(const LaneJoin&) = delete;
+  void fork(std::size_t lanes) {
+    for (; forked_ < lanes; ++forked_)
+      cuda_check(cudaStreamWaitEvent(st_.lanes[forked_].stream, st_.muon_fork, 0), "cudaStreamWaitEvent (lane fork)");
+  }
+  void join(bool checked = true) {
+    if (!forked_) return;
+    const std::size_t n = forked_;
+    forked_ = 0;
+    for (std::size_t l = 0; l < n; ++l) {
+      CudaStepState::ShapeLane& lane = st_.lanes[l];
+      const cudaError_t rec = cudaEventRecord(lane.done, lane.stream);
+      const cudaError_t wait = cudaStreamWaitEvent(st_.stream, lane.done, 0);
+      if (checked) {
+        cuda_check(rec, "cudaEventRecord (lane join)");
+        cuda_check(wait, "cudaStreamWaitEvent (lane join)");
+      }
+    }
+    const cublasStatus_t bound = cublasSetStream(st_.cublas, st_.stream);
+    const cublasStatus_t ws = cublasSetWorkspace(st_.cublas, st_.cublas_workspace, kCublasWorkspace);
+    if (checked) {
+      cublas_check(bound, "cublasSetStream");
+      cublas_check(ws, "cublasSetWorkspace");
+    }
+  }
+
+ private:
+  CudaStepState& st_;
+  std::size_t forked_ = 0;  // lanes beyond the step's stream that wait on muon_fork
+};
+
 // Whether the batches may run in lanes now: the lanes exist and every shape's
 // products were chosen at an earlier step, so that no choice is timed while
 // another shape runs.
@@ -643,7 +684,7 @@ void make_lanes(CudaStepState& st, std::size_t wanted) {
     for (CudaStepState::ShapeLane& l : st.lanes)
       if (st.ns_workspace && !l.ns_workspace)
         cuda_check(cudaMalloc(&l.ns_workspace, kCublasWorkspace), "cudaMalloc (lane workspace beside)");
-  } catch (const Error&) {
+  } catch (...) {  // an Error from CUDA, or the host's bad_alloc: the step itself has run
     cudaGetLastError();
     st.lanes_failed = true;
     if (!st.lanes.empty() && !st.lanes.back().workspace) {
@@ -698,20 +739,17 @@ void CudaBackend::muon_update(const MuonBuffers (&buffers)[kNumDtypes], const st
   // forked where the Adam update forks and joined back after its last batch.
   const std::size_t wanted = std::min<std::size_t>(std::max(ns_tuner().config.shape_lanes, 1), batches.size());
   const std::size_t lanes = lanes_ready(st, batches) ? std::min(wanted, st.lanes.size() + 1) : 1;
-  for (std::size_t l = 1; l < lanes; ++l)
-    cuda_check(cudaStreamWaitEvent(st.lanes[l - 1].stream, st.muon_fork, 0), "cudaStreamWaitEvent (lane fork)");
+  LaneJoin lane_join(st);
+  lane_join.fork(lanes - 1);
   at = sizeof h;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     const std::size_t l = i % lanes;
     LaneScope in_lane(st, l ? &st.lanes[l - 1] : nullptr);
     run_shape(st, buffers[static_cast<int>(batches[i].dtype)], batches[i], i, hyper, stats, dev + at, dev);
     at += sizeof(MuonMatrix) * batches[i].matrices.size();
+    if (l) ++st.lane_batches;
   }
-  for (std::size_t l = 1; l < lanes; ++l) {
-    CudaStepState::ShapeLane& lane = st.lanes[l - 1];
-    cuda_check(cudaEventRecord(lane.done, lane.stream), "cudaEventRecord (lane join)");
-    cuda_check(cudaStreamWaitEvent(st.stream, lane.done, 0), "cudaStreamWaitEvent (lane join)");
-  }
+  lane_join.join();
   // Lanes for the next step, now that this eager step has chosen every shape's products.
   if (st.mode == CudaStepState::Mode::eager && wanted > 1) make_lanes(st, wanted);
 }

@@ -189,6 +189,7 @@ struct CudaStepState final : StepState {
   };
   std::vector<ShapeLane> lanes;
   bool lanes_failed = false;  // a lane could not be made: the shapes stay in one order
+  long lane_batches = 0;      // batches enqueued on a lane beyond `stream` (eager or captured)
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* cublas_workspace = nullptr;  // shared by cuBLAS and cuBLASLt: both run in stream order
