@@ -16,9 +16,7 @@
 #include <map>
 #include <string>
 
-#include "backends/cuda/cuda_backend.hpp"
-#include "bench_common.cuh"
-#include "core/context.hpp"
+#include "bench_backend.cuh"
 #include "core/optimizer.hpp"
 
 namespace {
@@ -216,7 +214,7 @@ int main(int argc, char** argv) {
     bench::Run run(params, o);
     run.ms_per_step(4, 2);  // eager warm-up, capture, replays
     bench::result(tag + "_step_host_us", run.host_cost(6, 5).median_us);
-    auto* backend = dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
+    dmuon::CudaBackend* backend = bench::backend_of(run);
     const dmuon::CudaBackend::Diagnostics d = backend->diagnostics(run.opt->impl.step_state());
     auto g = static_cast<cudaGraph_t>(d.step_graph);
     if (!g) {

@@ -15,17 +15,13 @@
 #include <iostream>
 #include <string>
 
-#include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
-#include "bench_common.cuh"
-#include "core/context.hpp"
+#include "bench_backend.cuh"
 #include "core/optimizer.hpp"
 
 namespace {
 
-dmuon::CudaBackend* backend_of(bench::Run& run) {
-  return dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
-}
+using bench::backend_of;
 
 // Gram forced, NsTuneConfig::*option on and off in alternation (three
 // rounds, best of each); prints both times per matrix.

@@ -10,16 +10,11 @@
 // bench_torch_step.py times torch.optim.Muon + fused AdamW on the same set.
 #include <algorithm>
 
-#include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
-#include "core/context.hpp"
+#include "bench_backend.cuh"
 #include "mixes.hpp"
 
 namespace {
-
-dmuon::CudaBackend* backend_of(bench::Run& run) {
-  return dynamic_cast<dmuon::CudaBackend*>(reinterpret_cast<dmuon_context_s*>(run.ctx)->backend.get());
-}
 
 // The step with its shapes in lanes and in one order, alternating.
 void lanes_side_by_side(const std::vector<bench::Param>& set, const char* tag, int graphs, int step_graph, int iters) {
@@ -31,7 +26,7 @@ void lanes_side_by_side(const std::vector<bench::Param>& set, const char* tag, i
       o.cuda_step_graph = step_graph;
       o.max_grad_norm = 1.0;
       bench::Run run(set, o);
-      backend_of(run)->ns_tuner().config.shape_lanes = lanes ? 4 : 1;
+      bench::backend_of(run)->ns_tuner().config.shape_lanes = lanes ? 4 : 1;
       best[lanes] = std::min(best[lanes], run.ms_per_step(3, iters));
     }
   bench::result(std::string("step_") + tag + "_lanes_ms", best[1]);

@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "gpu/gpu_backend.hpp"
 #include "gpu/ns_variants.hpp"
+#include "support/temp_dir.hpp"
 #include "gpu/hold_stream.cuh"
 
 namespace {
@@ -57,13 +58,8 @@ void configure(Model& m, int symmetric, const std::string& cache_dir = "") {
   c.cache_dir = cache_dir;
 }
 
-std::string temp_dir() {
-  char tmpl[] = "/tmp/dmuon_ns_sym_XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  EXPECT_NE(d, nullptr);
-  return d ? d : "";
-}
-void remove_tree(const std::string& dir) { EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0) << dir; }
+std::string temp_dir() { return dmuon_test::temp_dir("dmuon_ns_sym"); }
+using dmuon_test::remove_tree;
 bool exists(const std::string& path) {
   struct stat sb {};
   return ::stat(path.c_str(), &sb) == 0;

@@ -4,12 +4,12 @@
 // tuner picks and with Gram forced (whose Q update forks beside inside a
 // lane), across a learning-rate change and a parameter without a gradient;
 // the batches really went to lanes (Diagnostics::lane_batches).
-#include <cstdlib>
 #include <string>
 
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
 #include "gpu/gpu_backend.hpp"
+#include "support/temp_dir.hpp"
 
 namespace {
 
@@ -46,9 +46,8 @@ void check_lanes(int symmetric, int graphs, int step_graph) {
   Model lanes("cuda", kShapes, o), one("cuda", kShapes, o);
   // Timed choices could differ between two timings: `one` reads the choices
   // `lanes` timed (it steps first) from a cache file of this test's own.
-  char tmpl[] = "/tmp/dmuon_lanes_XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  ASSERT_NE(dir, nullptr);
+  const std::string dir = dmuon_test::temp_dir("dmuon_lanes");
+  ASSERT_FALSE(dir.empty());
   for (Model* m : {&lanes, &one}) {
     cuda_of(*m).ns_tuner().config.cache = true;
     cuda_of(*m).ns_tuner().config.cache_dir = dir;
@@ -81,7 +80,7 @@ void check_lanes(int symmetric, int graphs, int step_graph) {
   const long used = cuda_of(lanes).diagnostics(key_of(lanes)).lane_batches;
   if (expected) EXPECT_GT(used, 0) << label;
   EXPECT_EQ(cuda_of(one).diagnostics(key_of(one)).lane_batches, 0) << label;
-  EXPECT_EQ(std::system(("rm -rf '" + std::string(dir) + "'").c_str()), 0) << dir;
+  dmuon_test::remove_tree(dir);
   if (step_graph) EXPECT_GT(cuda_of(lanes).diagnostics(key_of(lanes)).step_replays, 0) << label;
 }
 

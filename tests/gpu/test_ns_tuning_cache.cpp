@@ -15,6 +15,7 @@
 
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/ns_tuning_cache.hpp"
+#include "support/temp_dir.hpp"
 
 namespace {
 
@@ -22,17 +23,9 @@ using dmuon::NsCacheEntries;
 using dmuon::NsCacheEntry;
 using dmuon::NsCacheKey;
 
-void remove_tree(const std::string& dir) {
-  const int rc = std::system(("rm -rf '" + dir + "'").c_str());
-  EXPECT_EQ(rc, 0) << dir;
-}
+using dmuon_test::remove_tree;
 
-std::string temp_dir() {
-  char tmpl[] = "/tmp/dmuon_ns_cache_XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  EXPECT_NE(d, nullptr);
-  return d ? d : "";
-}
+std::string temp_dir() { return dmuon_test::temp_dir("dmuon_ns_cache"); }
 
 NsCacheEntries sample() {
   NsCacheEntries e;
