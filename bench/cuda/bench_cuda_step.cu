@@ -4,9 +4,9 @@
 // Each mode runs twice in the same process: plain, and "_training" with a
 // learning-rate schedule on both groups and two metrics submitted (from
 // device memory) before every step, to show what those cost.
-// Eager and whole-step graph also run with the shape batches in four lanes
-// and in one order (NsTuneConfig::shape_lanes 4 and 1), alternating, best of
-// three rounds each: "_lanes" beside "_one_order".
+// Eager and whole-step graph also run with the shape batches in the default
+// lanes and in one order (NsTuneConfig::shape_lanes kNsDefaultShapeLanes and
+// 1), alternating, best of three rounds each: "_lanes" beside "_one_order".
 // bench_torch_step.py times torch.optim.Muon + fused AdamW on the same set.
 #include <algorithm>
 
@@ -26,7 +26,7 @@ void lanes_side_by_side(const std::vector<bench::Param>& set, const char* tag, i
       o.cuda_step_graph = step_graph;
       o.max_grad_norm = 1.0;
       bench::Run run(set, o);
-      bench::backend_of(run)->ns_tuner().config.shape_lanes = lanes ? 4 : 1;
+      bench::backend_of(run)->ns_tuner().config.shape_lanes = lanes ? dmuon::kNsDefaultShapeLanes : 1;
       best[lanes] = std::min(best[lanes], run.ms_per_step(3, iters));
     }
   bench::result(std::string("step_") + tag + "_lanes_ms", best[1]);

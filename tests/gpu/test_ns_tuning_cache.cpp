@@ -162,22 +162,26 @@ TEST(NsTuningCache, DirectoryFromEnvironment) {
     if (keep[i]) setenv(names[i], saved[i].c_str(), 1);
 }
 
-// A count within 1..kNsMaxShapeLanes is taken; anything else keeps one order.
+// A count within 1..kNsMaxShapeLanes is taken (1: one order); anything else
+// keeps the default lanes.
 TEST(NsTuneConfig, ShapeLanesFromEnvironment) {
   const char* keep = std::getenv("DMUON_NS_SHAPE_LANES");
   const std::string saved = keep ? keep : "";
   unsetenv("DMUON_NS_SHAPE_LANES");
+  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, dmuon::kNsDefaultShapeLanes);
+  EXPECT_GT(dmuon::kNsDefaultShapeLanes, 1) << "lanes are on by default";
+  setenv("DMUON_NS_SHAPE_LANES", "1", 1);
   EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 1);
-  setenv("DMUON_NS_SHAPE_LANES", "4", 1);
-  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 4);
+  setenv("DMUON_NS_SHAPE_LANES", "2", 1);
+  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 2);
   setenv("DMUON_NS_SHAPE_LANES", std::to_string(dmuon::kNsMaxShapeLanes).c_str(), 1);
   EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, dmuon::kNsMaxShapeLanes);
   for (const char* bad : {"0", "-2", "4x", "", "lots", "9999999999999999999"}) {
     setenv("DMUON_NS_SHAPE_LANES", bad, 1);
-    EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 1) << "'" << bad << "'";
+    EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, dmuon::kNsDefaultShapeLanes) << "'" << bad << "'";
   }
   setenv("DMUON_NS_SHAPE_LANES", std::to_string(dmuon::kNsMaxShapeLanes + 1).c_str(), 1);
-  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, 1);
+  EXPECT_EQ(dmuon::NsTuneConfig::from_environment().shape_lanes, dmuon::kNsDefaultShapeLanes);
   if (keep)
     setenv("DMUON_NS_SHAPE_LANES", saved.c_str(), 1);
   else

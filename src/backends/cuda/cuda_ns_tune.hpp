@@ -14,7 +14,7 @@
 //   DMUON_NS_CACHE      0 or off: neither read nor write the cache file
 //   DMUON_CACHE_DIR     the cache directory (else $XDG_CACHE_HOME/dmuon, else ~/.cache/dmuon)
 // and so do the lanes of NsTuneConfig::shape_lanes:
-//   DMUON_NS_SHAPE_LANES  1 to kNsMaxShapeLanes (default 1: one order)
+//   DMUON_NS_SHAPE_LANES  1 to kNsMaxShapeLanes (default kNsDefaultShapeLanes; 1: one order)
 // This header needs no CUDA headers, so tests and benchmarks include it freely.
 #pragma once
 #include <cstdint>
@@ -48,6 +48,9 @@ inline bool ns_gram_possible(long k, long n) { return gram_ns_fits(k, n) && k % 
 
 // Most lanes DMUON_NS_SHAPE_LANES may ask for: each costs one or two cuBLAS workspaces.
 constexpr int kNsMaxShapeLanes = 8;
+// Lanes a step uses unless told otherwise (docs/decisions.md, "Muon shape
+// batches in concurrent lanes", says why four).
+constexpr int kNsDefaultShapeLanes = 4;
 
 struct NsTuneConfig {
   bool cache = true;
@@ -64,9 +67,8 @@ struct NsTuneConfig {
   bool gram_fuse_update = true;
   // Orders the step's Muon shape batches are spread over, round robin, so that
   // one shape's memory passes run beside another's products (cuda_muon.cu);
-  // 1 keeps one order. Results are the same bit for bit either way. One
-  // order until lanes are measured faster on a GPU (docs/decisions.md).
-  int shape_lanes = 1;
+  // 1 keeps one order. Results are the same bit for bit either way.
+  int shape_lanes = kNsDefaultShapeLanes;
   static NsTuneConfig from_environment();
 };
 
