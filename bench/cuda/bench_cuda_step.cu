@@ -5,8 +5,9 @@
 // learning-rate schedule on both groups and two metrics submitted (from
 // device memory) before every step, to show what those cost.
 // Eager and whole-step graph also run with the shape batches in the default
-// lanes and in one order (NsTuneConfig::shape_lanes kNsDefaultShapeLanes and
-// 1), alternating, best of three rounds each: "_lanes" beside "_one_order".
+// lanes, in two lanes and in one order (NsTuneConfig::shape_lanes
+// kNsDefaultShapeLanes, 2 and 1), alternating, best of three rounds each:
+// "_lanes" and "_two_lanes" beside "_one_order".
 // bench_torch_step.py times torch.optim.Muon + fused AdamW on the same set.
 #include <algorithm>
 
@@ -18,18 +19,20 @@ namespace {
 
 // The step with its shapes in lanes and in one order, alternating.
 void lanes_side_by_side(const std::vector<bench::Param>& set, const char* tag, int graphs, int step_graph, int iters) {
-  double best[2] = {1e30, 1e30};  // [0] one order, [1] lanes
+  const int counts[3] = {1, dmuon::kNsDefaultShapeLanes, 2};
+  double best[3] = {1e30, 1e30, 1e30};
   for (int round = 0; round < 3; ++round)
-    for (int lanes : {1, 0}) {
+    for (int i = 0; i < 3; ++i) {
       dmuon_options_t o = DMUON_OPTIONS_INIT;
       o.cuda_graphs = graphs;
       o.cuda_step_graph = step_graph;
       o.max_grad_norm = 1.0;
       bench::Run run(set, o);
-      bench::backend_of(run)->ns_tuner().config.shape_lanes = lanes ? dmuon::kNsDefaultShapeLanes : 1;
-      best[lanes] = std::min(best[lanes], run.ms_per_step(3, iters));
+      bench::backend_of(run)->ns_tuner().config.shape_lanes = counts[i];
+      best[i] = std::min(best[i], run.ms_per_step(3, iters));
     }
   bench::result(std::string("step_") + tag + "_lanes_ms", best[1]);
+  bench::result(std::string("step_") + tag + "_two_lanes_ms", best[2]);
   bench::result(std::string("step_") + tag + "_one_order_ms", best[0]);
 }
 
