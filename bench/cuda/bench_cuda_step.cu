@@ -17,23 +17,24 @@
 
 namespace {
 
-// The step with its shapes in lanes and in one order, alternating.
+// The step with its shapes in each lane count, alternating.
 void lanes_side_by_side(const std::vector<bench::Param>& set, const char* tag, int graphs, int step_graph, int iters) {
-  const int counts[3] = {1, dmuon::kNsDefaultShapeLanes, 2};
-  double best[3] = {1e30, 1e30, 1e30};
+  struct Variant {
+    int lanes;
+    const char* suffix;
+    double best;
+  } variants[] = {{1, "_one_order_ms", 1e30}, {dmuon::kNsDefaultShapeLanes, "_lanes_ms", 1e30}, {2, "_two_lanes_ms", 1e30}};
   for (int round = 0; round < 3; ++round)
-    for (int i = 0; i < 3; ++i) {
+    for (Variant& v : variants) {
       dmuon_options_t o = DMUON_OPTIONS_INIT;
       o.cuda_graphs = graphs;
       o.cuda_step_graph = step_graph;
       o.max_grad_norm = 1.0;
       bench::Run run(set, o);
-      bench::backend_of(run)->ns_tuner().config.shape_lanes = counts[i];
-      best[i] = std::min(best[i], run.ms_per_step(3, iters));
+      bench::backend_of(run)->ns_tuner().config.shape_lanes = v.lanes;
+      v.best = std::min(v.best, run.ms_per_step(3, iters));
     }
-  bench::result(std::string("step_") + tag + "_lanes_ms", best[1]);
-  bench::result(std::string("step_") + tag + "_two_lanes_ms", best[2]);
-  bench::result(std::string("step_") + tag + "_one_order_ms", best[0]);
+  for (const Variant& v : variants) bench::result(std::string("step_") + tag + v.suffix, v.best);
 }
 
 }  // namespace
