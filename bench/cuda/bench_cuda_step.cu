@@ -6,8 +6,10 @@
 // device memory) before every step, to show what those cost.
 // Eager and whole-step graph also run with the shape batches in the default
 // lanes, in two lanes and in one order (NsTuneConfig::shape_lanes
-// kNsDefaultShapeLanes, 2 and 1), alternating, best of three rounds each:
-// "_lanes" and "_two_lanes" beside "_one_order".
+// kNsDefaultShapeLanes, 2 and 1), and in the default lanes without clipping,
+// alternating, best of three rounds each: "_lanes", "_two_lanes" and
+// "_noclip" beside "_one_order". The one without clipping is what torch's
+// step without clipping is held against.
 // bench_torch_step.py times torch.optim.Muon + fused AdamW on the same set.
 #include <algorithm>
 
@@ -17,19 +19,24 @@
 
 namespace {
 
-// The step with its shapes in each lane count, alternating.
-void lanes_side_by_side(const std::vector<bench::Param>& set, const char* tag, int graphs, int step_graph, int iters) {
+// The step with its shapes in each lane count, and without clipping, alternating.
+void variants_side_by_side(const std::vector<bench::Param>& set, const char* tag, int graphs, int step_graph,
+                           int iters) {
   struct Variant {
     int lanes;
+    double max_grad_norm;  // 0: no clipping
     const char* suffix;
     double best;
-  } variants[] = {{1, "_one_order_ms", 1e30}, {dmuon::kNsDefaultShapeLanes, "_lanes_ms", 1e30}, {2, "_two_lanes_ms", 1e30}};
+  } variants[] = {{1, 1.0, "_one_order_ms", 1e30},
+                  {dmuon::kNsDefaultShapeLanes, 1.0, "_lanes_ms", 1e30},
+                  {2, 1.0, "_two_lanes_ms", 1e30},
+                  {dmuon::kNsDefaultShapeLanes, 0.0, "_noclip_ms", 1e30}};
   for (int round = 0; round < 3; ++round)
     for (Variant& v : variants) {
       dmuon_options_t o = DMUON_OPTIONS_INIT;
       o.cuda_graphs = graphs;
       o.cuda_step_graph = step_graph;
-      o.max_grad_norm = 1.0;
+      o.max_grad_norm = v.max_grad_norm;
       bench::Run run(set, o);
       bench::backend_of(run)->ns_tuner().config.shape_lanes = v.lanes;
       v.best = std::min(v.best, run.ms_per_step(3, iters));
@@ -93,8 +100,8 @@ int main(int argc, char** argv) {
     }
   }
   cudaFree(metrics);
-  lanes_side_by_side(set, "eager", 0, 0, iters);
-  lanes_side_by_side(set, "step_graph", 1, 1, iters);
+  variants_side_by_side(set, "eager", 0, 0, iters);
+  variants_side_by_side(set, "step_graph", 1, 1, iters);
   MPI_Finalize();
   return 0;
 }
