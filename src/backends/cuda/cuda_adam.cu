@@ -15,10 +15,51 @@ namespace dmuon {
 
 namespace {
 
+// The squares of one 16-byte vector's elements, summed in double.
+__device__ inline double sumsq_of(const uint4& r, const float*) {
+  const float f[4] = {__uint_as_float(r.x), __uint_as_float(r.y), __uint_as_float(r.z), __uint_as_float(r.w)};
+  double acc = 0.0;
+  for (float x : f) acc += double(x) * x;
+  return acc;
+}
+__device__ inline double sumsq_of(const uint4& r, const uint16_t*) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+  double acc = 0.0;
+  for (uint32_t p : w)
+    for (const uint16_t b : {uint16_t(p & 0xffffu), uint16_t(p >> 16)}) {
+      const double x = bf16_to_float(b);
+      acc += x * x;
+    }
+  return acc;
+}
+
+// Per block, the sum of squares of its share of g. A fixed grid walks g in
+// 16-byte vectors, kSumsqUnroll of them in flight per thread: at two blocks
+// per multiprocessor, one scalar load per thread would keep too few bytes in
+// flight to approach the memory's bandwidth. The flat buffers' segments start
+// 16-byte aligned (kAlignElements); an unaligned g is read element by element.
+// The share of each thread depends only on n and g's alignment, so the sum has
+// the same bits on every run.
+constexpr int kSumsqUnroll = 4;
 template <class T>
 __global__ void sumsq_partial(const T* g, int64_t n, double* partials) {
+  const int64_t tid = blockIdx.x * int64_t(kThreads) + threadIdx.x, threads = int64_t(gridDim.x) * kThreads;
   double acc = 0.0;
-  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < n; i += int64_t(gridDim.x) * kThreads) {
+  int64_t scalar_from = 0;  // elements from here on are read one by one
+  if (reinterpret_cast<uintptr_t>(g) % 16 == 0) {
+    constexpr int64_t per = 16 / sizeof(T);
+    const int64_t vectors = n / per;
+    const uint4* body = reinterpret_cast<const uint4*>(g);
+    int64_t v = tid;
+    for (; v + (kSumsqUnroll - 1) * threads < vectors; v += kSumsqUnroll * threads) {
+      uint4 r[kSumsqUnroll];
+      for (int u = 0; u < kSumsqUnroll; ++u) r[u] = body[v + u * threads];
+      for (int u = 0; u < kSumsqUnroll; ++u) acc += sumsq_of(r[u], g);
+    }
+    for (; v < vectors; v += threads) acc += sumsq_of(body[v], g);
+    scalar_from = vectors * per;
+  }
+  for (int64_t i = scalar_from + tid; i < n; i += threads) {
     const double x = load_f32(g, i);
     acc += x * x;
   }
