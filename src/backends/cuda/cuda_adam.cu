@@ -15,7 +15,8 @@ namespace dmuon {
 
 namespace {
 
-// The squares of one 16-byte vector's elements, summed in double.
+// The squares of one 16-byte vector's elements, summed in double (the unused
+// pointer picks the element type: fp32, or bf16 bits in uint16_t).
 __device__ inline double sumsq_of(const uint4& r, const float*) {
   const float f[4] = {__uint_as_float(r.x), __uint_as_float(r.y), __uint_as_float(r.z), __uint_as_float(r.w)};
   double acc = 0.0;
