@@ -107,12 +107,11 @@ struct Run {
     return ms / iters;
   }
   // Host microseconds per dmuon_step() call while a kernel holds the stream
-  // (so the device's pace does not enter): the cost of enqueuing a step.
-  // At most the scalar ring's slots less one (7) calls fit before the host waits.
-  double host_us_per_step(int calls);
-  // The same, per call, over `rounds` rounds of `calls` calls (each behind its
-  // own held stream): the median call, the mean, and the mean first call of a
-  // round (a round follows a long device-bound wait, as in a training loop).
+  // (so the device's pace does not enter): the cost of enqueuing a step, over
+  // `rounds` rounds of `calls` calls (each behind its own held stream): the
+  // median call, the mean, and the mean first call of a round (a round follows
+  // a long device-bound wait, as in a training loop). At most the scalar
+  // ring's slots less one (7) calls fit in a round before the host waits.
   struct HostCost {
     double median_us = 0, mean_us = 0, first_us = 0;
   };
@@ -159,8 +158,6 @@ inline Run::HostCost held_host_cost(cudaStream_t stream, const std::function<voi
 inline Run::HostCost Run::host_cost(int calls, int rounds) {
   return held_host_cost(stream, [this] { step(); }, calls, rounds);
 }
-
-inline double Run::host_us_per_step(int calls) { return held_host_cost(stream, [this] { step(); }, calls, 1).mean_us; }
 
 // Parses the command line into the options of `desc` (which has --help).
 // False when it asked for --help: the text is printed.

@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
       }
       const std::string tag = std::string("step_") + m.tag + (training ? "_training" : "");
       bench::result(tag + "_ms", run.ms_per_step(3, iters));
-      bench::result(tag + "_host_us", run.host_us_per_step(6));
+      bench::result(tag + "_host_us", run.host_cost(6, 5).median_us);
     }
   }
   cudaFree(metrics);

@@ -98,7 +98,7 @@ if s and flop and adam_bytes is not None and rates and c:
         f"{s:.3f} ms", f"{floor_ms:.3f} ms", f"{s / floor_ms:.2f}x floor", "<= 1.3x", s / floor_ms <= 1.3)
 h = get("step_step_graph_host_us")
 if h is not None:
-    row("GPT-2 step graph host per step", f"{h:.1f} us", "", "", "", True)
+    row("GPT-2 step graph host per step (median of five rounds of six calls)", f"{h:.1f} us", "", "", "", True)
 
 # The NCCL phases of a step through dmuon against plain NCCL calls of the same bytes.
 for n in (2, 4, 8):
