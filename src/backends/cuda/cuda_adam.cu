@@ -15,72 +15,9 @@ namespace dmuon {
 
 namespace {
 
-// The squares of one 16-byte vector's elements, summed in double (the unused
-// pointer picks the element type: fp32, or bf16 bits in uint16_t).
-__device__ inline double sumsq_of(const uint4& r, const float*) {
-  const float f[4] = {__uint_as_float(r.x), __uint_as_float(r.y), __uint_as_float(r.z), __uint_as_float(r.w)};
-  double acc = 0.0;
-  for (float x : f) acc += double(x) * x;
-  return acc;
-}
-__device__ inline double sumsq_of(const uint4& r, const uint16_t*) {
-  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-  double acc = 0.0;
-  for (uint32_t p : w)
-    for (const uint16_t b : {uint16_t(p & 0xffffu), uint16_t(p >> 16)}) {
-      const double x = bf16_to_float(b);
-      acc += x * x;
-    }
-  return acc;
-}
-
-// Per block, the sum of squares of its share of g. A fixed grid walks g in
-// 16-byte vectors, kSumsqUnroll of them in flight per thread: at two blocks
-// per multiprocessor, one scalar load per thread would keep too few bytes in
-// flight to approach the memory's bandwidth. The flat buffers' segments start
-// 16-byte aligned (kAlignElements); an unaligned g is read element by element.
-// The share of each thread depends only on n and g's alignment, so the sum has
-// the same bits on every run.
-constexpr int kSumsqUnroll = 4;
-template <class T>
-__global__ void sumsq_partial(const T* g, int64_t n, double* partials) {
-  const int64_t tid = blockIdx.x * int64_t(kThreads) + threadIdx.x, threads = int64_t(gridDim.x) * kThreads;
-  double acc = 0.0;
-  int64_t scalar_from = 0;  // elements from here on are read one by one
-  if (reinterpret_cast<uintptr_t>(g) % 16 == 0) {
-    constexpr int64_t per = 16 / sizeof(T);
-    const int64_t vectors = n / per;
-    const uint4* body = reinterpret_cast<const uint4*>(g);
-    int64_t v = tid;
-    for (; v + (kSumsqUnroll - 1) * threads < vectors; v += kSumsqUnroll * threads) {
-      uint4 r[kSumsqUnroll];
-      for (int u = 0; u < kSumsqUnroll; ++u) r[u] = body[v + u * threads];
-      for (int u = 0; u < kSumsqUnroll; ++u) acc += sumsq_of(r[u], g);
-    }
-    for (; v < vectors; v += threads) acc += sumsq_of(body[v], g);
-    scalar_from = vectors * per;
-  }
-  for (int64_t i = scalar_from + tid; i < n; i += threads) {
-    const double x = load_f32(g, i);
-    acc += x * x;
-  }
-  const double s = block_sum(acc);
-  if (threadIdx.x == 0) partials[blockIdx.x] = s;
-}
-
-__global__ void sumsq_finish(const double* partials, int n, double weight, double* sumsq) {
-  double acc = 0.0;
-  for (int i = threadIdx.x; i < n; i += kThreads) acc += partials[i];
-  const double s = block_sum(acc);
-  if (threadIdx.x == 0) *sumsq += s * weight;
-}
-
-__global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_nonfinite, int norm_computed) {
-  finish_step_stats(*s, norm_computed ? h->max_norm : 0.0, skip_nonfinite, norm_computed);
-}
-
-// Element access in groups of V = 4 (16 bytes of fp32, 8 of bf16), then the shared
-// element function of scalar_table.hpp on each.
+// Element access in groups of V = 4 (16 bytes of fp32, 8 of bf16): the gradient
+// norm's loads, and the Adam pass's before the shared element function of
+// scalar_table.hpp on each.
 
 template <class T>
 struct Vec;
@@ -113,6 +50,55 @@ struct Vec<uint16_t> {
     *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
   }
 };
+
+// Per block, the sum of squares of its share of g. A fixed grid walks g in
+// vectors of Vec<T>, kSumsqUnroll of them in flight per thread: at two blocks
+// per multiprocessor, one scalar load per thread would keep too few bytes in
+// flight to approach the memory's bandwidth. The flat buffers' segments start
+// aligned (kAlignElements); an unaligned g is read element by element. The
+// share of each thread depends only on n and g's alignment, so the sum has the
+// same bits on every run.
+constexpr int kSumsqUnroll = 4;
+template <class T>
+__global__ void sumsq_partial(const T* g, int64_t n, double* partials) {
+  constexpr int V = Vec<T>::V;
+  const int64_t tid = blockIdx.x * int64_t(kThreads) + threadIdx.x, threads = int64_t(gridDim.x) * kThreads;
+  double acc = 0.0;
+  int64_t scalar_from = 0;  // elements from here on are read one by one
+  if (reinterpret_cast<uintptr_t>(g) % (V * sizeof(T)) == 0) {
+    const int64_t vectors = n / V;
+    int64_t v = tid;
+    for (; v + (kSumsqUnroll - 1) * threads < vectors; v += kSumsqUnroll * threads) {
+      float x[kSumsqUnroll][V];
+      for (int u = 0; u < kSumsqUnroll; ++u) Vec<T>::load(g + (v + u * threads) * V, x[u]);
+      for (int u = 0; u < kSumsqUnroll; ++u)
+        for (int k = 0; k < V; ++k) acc += double(x[u][k]) * x[u][k];
+    }
+    for (; v < vectors; v += threads) {
+      float x[V];
+      Vec<T>::load(g + v * V, x);
+      for (int k = 0; k < V; ++k) acc += double(x[k]) * x[k];
+    }
+    scalar_from = vectors * V;
+  }
+  for (int64_t i = scalar_from + tid; i < n; i += threads) {
+    const double x = load_f32(g, i);
+    acc += x * x;
+  }
+  const double s = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+__global__ void sumsq_finish(const double* partials, int n, double weight, double* sumsq) {
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < n; i += kThreads) acc += partials[i];
+  const double s = block_sum(acc);
+  if (threadIdx.x == 0) *sumsq += s * weight;
+}
+
+__global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_nonfinite, int norm_computed) {
+  finish_step_stats(*s, norm_computed ? h->max_norm : 0.0, skip_nonfinite, norm_computed);
+}
 
 __device__ inline void load_f4(const float* p, float* out, int n) {
   for (int k = 0; k < n; k += 4) {
