@@ -89,6 +89,7 @@ bench bench_cuda_lt_scalars "$(find_bin bench_cuda_lt_scalars)"
 bench bench_torch_step python3 "$here/bench/cuda/bench_torch_step.py"
 bench bench_cuda_small "$(find_bin bench_cuda_small)"
 bench bench_torch_small python3 "$here/bench/cuda/bench_torch_small.py"
+bench bench_cuda_graph_chain "$(find_bin bench_cuda_graph_chain)"
 # The NCCL phases against plain NCCL, at 2 and 4 ranks (on one GPU through
 # gpu_rank.sh: NCCL's socket transport; on several GPUs: their links).
 for n in 2 4; do

@@ -155,6 +155,36 @@ inline Run::HostCost held_host_cost(cudaStream_t stream, const std::function<voi
   return c;
 }
 
+// Device microseconds per call of `enqueue`: `calls` calls queued behind a
+// kernel holding `stream`, timed between events placed after the hold (so the
+// host's pace does not enter); the best of `rounds` rounds.
+inline double held_device_us(cudaStream_t stream, const std::function<void()>& enqueue, int calls, int rounds) {
+  int* flag = nullptr;
+  cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
+  int* dflag = nullptr;
+  cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    *reinterpret_cast<volatile int*>(flag) = 0;
+    hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
+    cuda(cudaEventRecord(a, stream), "cudaEventRecord");
+    for (int i = 0; i < calls; ++i) enqueue();
+    cuda(cudaEventRecord(b, stream), "cudaEventRecord");
+    *reinterpret_cast<volatile int*>(flag) = 1;
+    cuda(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    best = std::min(best, 1e3 * ms / calls);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaFreeHost(flag);
+  return best;
+}
+
 inline Run::HostCost Run::host_cost(int calls, int rounds) {
   return held_host_cost(stream, [this] { step(); }, calls, rounds);
 }

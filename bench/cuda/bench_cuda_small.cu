@@ -14,34 +14,11 @@
 
 namespace {
 
-// Device microseconds per step: `calls` steps queued behind a kernel holding
-// the stream, timed between events placed after the hold, `rounds` rounds.
-// The scalar ring holds 8 steps, so at most 7 calls fit before the host waits.
+// Device microseconds per step, queued behind a held stream. The scalar ring
+// holds 8 steps, so at most 7 calls fit in a round before the host waits.
 double device_us_per_step(bench::Run& run, int calls, int rounds) {
-  int* flag = nullptr;
-  bench::cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
-  int* dflag = nullptr;
-  bench::cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  double best = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    *reinterpret_cast<volatile int*>(flag) = 0;
-    bench::hold_kernel<<<1, 1, 0, run.stream>>>(dflag, 4000000000LL);
-    bench::cuda(cudaEventRecord(a, run.stream), "cudaEventRecord");
-    for (int i = 0; i < calls; ++i) bench::check(dmuon_step(run.opt), "dmuon_step", run.ctx);
-    bench::cuda(cudaEventRecord(b, run.stream), "cudaEventRecord");
-    *reinterpret_cast<volatile int*>(flag) = 1;
-    bench::cuda(cudaEventSynchronize(b), "cudaEventSynchronize");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    best = std::min(best, 1e3 * ms / calls);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaFreeHost(flag);
-  return best;
+  return bench::held_device_us(
+      run.stream, [&run] { bench::check(dmuon_step(run.opt), "dmuon_step", run.ctx); }, calls, rounds);
 }
 
 // Device microseconds of one copy of `bytes` (read + write of bytes / 2 each way).

@@ -2,8 +2,9 @@
 """The table of bench/cuda/run_perf_benches.sh: Gram Newton-Schulz against
 the plain iteration and torch (from bench_cuda_ns / bench_torch_ns results,
 as scripts/gpu_check.sh gathers them), the small models' step (device and
-host time per step, against the floor and torch) and Adam over 1000 tiny
-tensors against torch's fused AdamW; each row with its goal and whether it was
+host time per step, against the floor and torch), Adam over 1000 tiny
+tensors against torch's fused AdamW, and the device cost of one dependent
+graph node (bench_cuda_graph_chain); each row with its goal and whether it was
 met. Arguments: one or more results files of RESULT lines."""
 import sys
 
@@ -78,6 +79,16 @@ for m in ("demo", "mlp256"):
         if ms and tb:
             row(f"{m} step, {mode}, back to back vs torch Muon + fused AdamW (best of eager, graph)",
                 f"{ms * 1e3:.1f} us", f"{tb * 1e3:.1f} us", f"{tb / ms:.2f}x", "", None)
+
+# bench_cuda_graph_chain: the device cost of one more dependent node in a graph
+# (a step of many small kernels in a row cannot be faster than its nodes' sum).
+for v, what in (("empty_one", "empty kernel, one block"), ("empty_grid", "empty kernel, 2 blocks per SM"),
+                ("empty_grid_pdl", "empty kernel, 2 blocks per SM, programmatic dependent launch"),
+                ("gemm256", "cuBLAS bf16 256 x 256 x 256 x3 product")):
+    n = r.get(f"chain_{v}_node_us")
+    if n is not None:
+        row(f"graph chain: device time per dependent node, {what}", f"{n:.2f} us",
+            f"replay of {int(r.get(f'chain_{v}_nodes', 0))}: {r.get(f'chain_{v}_replay_us', 0):.1f} us", "", "", None)
 
 for d in ("fp32", "bf16"):
     ours = best(f"tiny_adam_{d}_eager_ms", f"tiny_adam_{d}_graph_ms")

@@ -1,7 +1,7 @@
 #!/bin/bash
 # On a GPU machine, after scripts/gpu_check.sh (or alone): the small-step
 # benchmarks (the small models and Adam over 1000 tiny tensors, dmuon and
-# torch), then bench/cuda/perf_table.py's table over their results and, when
+# torch; the device cost of a dependent graph node), then bench/cuda/perf_table.py's table over their results and, when
 # given, gpu_check.sh's results.txt (for the Gram Newton-Schulz rows of
 # bench_cuda_ns).
 #
@@ -28,5 +28,6 @@ run() {  # name, command...
 }
 run bench_cuda_small "$exe"
 run bench_torch_small python3 "$here/bench/cuda/bench_torch_small.py"
+run bench_cuda_graph_chain "${exe%bench_cuda_small}bench_cuda_graph_chain"
 echo
 python3 "$here/bench/cuda/perf_table.py" "$results" ${more:+"$more"}
