@@ -124,19 +124,38 @@ __global__ void hold_kernel(volatile int* flag, long long max_cycles) {
   }
 }
 
+// A kernel that keeps a stream busy until the host releases it, so that work
+// enqueued behind it starts together and the host's pace does not enter the
+// device's timings (or the device's the host's).
+class StreamHold {
+ public:
+  StreamHold() {
+    cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag_), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
+    cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag_), flag_, 0), "cudaHostGetDevicePointer");
+  }
+  ~StreamHold() { cudaFreeHost(flag_); }
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+  void hold(cudaStream_t stream) {
+    *reinterpret_cast<volatile int*>(flag_) = 0;
+    hold_kernel<<<1, 1, 0, stream>>>(dflag_, 4000000000LL);
+  }
+  void release() { *reinterpret_cast<volatile int*>(flag_) = 1; }
+
+ private:
+  int* flag_ = nullptr;
+  int* dflag_ = nullptr;
+};
+
 // Host microseconds per call of `enqueue`, over `rounds` rounds of `calls`
 // calls, each round behind a kernel that holds `stream` until the round is
 // enqueued (so the device's pace does not enter).
 inline Run::HostCost held_host_cost(cudaStream_t stream, const std::function<void()>& enqueue, int calls, int rounds) {
-  int* flag = nullptr;
-  cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
-  int* dflag = nullptr;
-  cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
+  StreamHold held;
   std::vector<double> all;
   Run::HostCost c;
   for (int r = 0; r < rounds; ++r) {
-    *reinterpret_cast<volatile int*>(flag) = 0;
-    hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
+    held.hold(stream);
     for (int i = 0; i < calls; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       enqueue();
@@ -145,10 +164,9 @@ inline Run::HostCost held_host_cost(cudaStream_t stream, const std::function<voi
       c.mean_us += us;
       if (i == 0) c.first_us += us / rounds;
     }
-    *reinterpret_cast<volatile int*>(flag) = 1;
+    held.release();
     cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
-  cudaFreeHost(flag);
   c.mean_us /= static_cast<double>(all.size());
   std::sort(all.begin(), all.end());
   c.median_us = all[all.size() / 2];
@@ -159,21 +177,17 @@ inline Run::HostCost held_host_cost(cudaStream_t stream, const std::function<voi
 // kernel holding `stream`, timed between events placed after the hold (so the
 // host's pace does not enter); the best of `rounds` rounds.
 inline double held_device_us(cudaStream_t stream, const std::function<void()>& enqueue, int calls, int rounds) {
-  int* flag = nullptr;
-  cuda(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
-  int* dflag = nullptr;
-  cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), flag, 0), "cudaHostGetDevicePointer");
+  StreamHold held;
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   double best = 1e30;
   for (int r = 0; r < rounds; ++r) {
-    *reinterpret_cast<volatile int*>(flag) = 0;
-    hold_kernel<<<1, 1, 0, stream>>>(dflag, 4000000000LL);
+    held.hold(stream);
     cuda(cudaEventRecord(a, stream), "cudaEventRecord");
     for (int i = 0; i < calls; ++i) enqueue();
     cuda(cudaEventRecord(b, stream), "cudaEventRecord");
-    *reinterpret_cast<volatile int*>(flag) = 1;
+    held.release();
     cuda(cudaEventSynchronize(b), "cudaEventSynchronize");
     float ms = 0;
     cudaEventElapsedTime(&ms, a, b);
@@ -181,7 +195,6 @@ inline double held_device_us(cudaStream_t stream, const std::function<void()>& e
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  cudaFreeHost(flag);
   return best;
 }
 

@@ -1,9 +1,9 @@
 #!/bin/bash
 # On a GPU machine, after scripts/gpu_check.sh (or alone): the small-step
 # benchmarks (the small models and Adam over 1000 tiny tensors, dmuon and
-# torch; the device cost of a dependent graph node), then bench/cuda/perf_table.py's table over their results and, when
-# given, gpu_check.sh's results.txt (for the Gram Newton-Schulz rows of
-# bench_cuda_ns).
+# torch; the device cost of a dependent graph node), then
+# bench/cuda/perf_table.py's table over their results and, when given,
+# gpu_check.sh's results.txt (for the Gram Newton-Schulz rows of bench_cuda_ns).
 #
 #   bench/cuda/run_perf_benches.sh [BIN_DIR] [LOG_DIR] [GPU_CHECK_RESULTS]
 #
