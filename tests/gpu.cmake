@@ -48,6 +48,11 @@ dmuon_add_gpu_test(test_cuda_ns_gram gpu/test_cuda_ns_gram.cu)
 # Muon shape batches in concurrent lanes: bit for bit what one order computes,
 # eager, per-shape graphs and the whole-step graph.
 dmuon_add_gpu_test(test_cuda_shape_lanes gpu/test_cuda_shape_lanes.cpp)
+# Programmatic edges: a probe shows a kernel that does not wait reading too
+# early, and the cuBLAS products of Newton-Schulz's shapes waiting (their
+# kernels among those the library makes programmatic edges into).
+dmuon_add_gpu_test(test_cuda_pdl gpu/test_cuda_pdl.cu NPROCS 1)
+target_link_libraries(test_cuda_pdl PRIVATE CUDA::cublas)
 # The cache file's format and writing, without a GPU: runs wherever the CUDA backend is built.
 dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS 1 LABELS unit)
 target_link_libraries(test_ns_tuning_cache PRIVATE dmuon_cuda)

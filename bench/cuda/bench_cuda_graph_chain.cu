@@ -14,9 +14,17 @@
 //                  its successor launch at once and waits for its predecessor
 //                  in the device code, so launch and wait overlap;
 //   gemm256        cuBLAS bf16 products 256 x 256 x 256, three in a strided
-//                  batch, fp32 accumulation: the 4x256 MLP's products.
+//                  batch, fp32 accumulation: the 4x256 MLP's products;
+//   gemm256_pdl    the same graph with every kernel-to-kernel edge made
+//                  programmatic after capture. Safe only if cuBLAS's kernels
+//                  wait for their predecessor in their device code, so the
+//                  bench also replays both graphs once from the same inputs
+//                  and prints whether the outputs agree bit for bit
+//                  (chain_gemm256_pdl_same: 1 or 0). tests/gpu/test_cuda_pdl.cu
+//                  is the stronger check, a race forced by a late writer.
 #include <cublas_v2.h>
 
+#include "backends/cuda/cuda_graph_exec.hpp"
 #include "bench_common.cuh"
 
 namespace {
@@ -32,19 +40,25 @@ __global__ void empty_pdl_kernel() {
 
 using Enqueue = std::function<void(cudaStream_t)>;
 
-cudaGraphExec_t capture(int nodes, const Enqueue& one, cudaStream_t s) {
+// Every kernel-to-kernel edge made programmatic, whatever the kernels.
+void make_edges_programmatic(cudaGraph_t g) {
+  dmuon::make_edges_programmatic(g, [](const std::string&) { return true; });
+}
+
+cudaGraphExec_t capture(int nodes, const Enqueue& one, cudaStream_t s, bool programmatic = false) {
   cudaGraph_t g = nullptr;
   bench::cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   for (int i = 0; i < nodes; ++i) one(s);
   bench::cuda(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+  if (programmatic) make_edges_programmatic(g);
   cudaGraphExec_t e = nullptr;
   bench::cuda(cudaGraphInstantiate(&e, g, 0), "cudaGraphInstantiate");
   cudaGraphDestroy(g);
   return e;
 }
 
-void measure(const char* name, int nodes, const Enqueue& one, cudaStream_t s) {
-  cudaGraphExec_t e1 = capture(nodes, one, s), e2 = capture(2 * nodes, one, s);
+void measure(const char* name, int nodes, const Enqueue& one, cudaStream_t s, bool programmatic = false) {
+  cudaGraphExec_t e1 = capture(nodes, one, s, programmatic), e2 = capture(2 * nodes, one, s, programmatic);
   for (cudaGraphExec_t e : {e1, e2})
     for (int i = 0; i < 3; ++i) bench::cuda(cudaGraphLaunch(e, s), "cudaGraphLaunch");
   auto replay = [s](cudaGraphExec_t e) {
@@ -102,20 +116,39 @@ int main(int argc, char** argv) {
     return 1;
   }
   int turn = 0;
-  const float alpha = 1.0f / kN, beta = 0.0f;
-  measure(
-      "gemm256", nodes,
-      [&](cudaStream_t) {
-        const cublasStatus_t rc = cublasGemmStridedBatchedEx(
-            h, CUBLAS_OP_N, CUBLAS_OP_N, kN, kN, kN, &alpha, buf[turn], CUDA_R_16BF, kN, stride, w, CUDA_R_16BF, kN,
-            stride, &beta, buf[1 - turn], CUDA_R_16BF, kN, stride, kBatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        if (rc != CUBLAS_STATUS_SUCCESS) {
-          std::fprintf(stderr, "cublasGemmStridedBatchedEx failed (%d)\n", static_cast<int>(rc));
-          std::exit(1);
-        }
-        turn = 1 - turn;
-      },
-      s);
+  float alpha = 1.0f / kN;
+  const float beta = 0.0f;
+  auto product = [&](cudaStream_t) {
+    const cublasStatus_t rc = cublasGemmStridedBatchedEx(
+        h, CUBLAS_OP_N, CUBLAS_OP_N, kN, kN, kN, &alpha, buf[turn], CUDA_R_16BF, kN, stride, w, CUDA_R_16BF, kN,
+        stride, &beta, buf[1 - turn], CUDA_R_16BF, kN, stride, kBatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (rc != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "cublasGemmStridedBatchedEx failed (%d)\n", static_cast<int>(rc));
+      std::exit(1);
+    }
+    turn = 1 - turn;
+  };
+  measure("gemm256", nodes, product, s);
+  measure("gemm256_pdl", nodes, product, s, true);
+
+  // The same chain from the same inputs, with and without programmatic edges.
+  // alpha 2 keeps the values near their scale over the chain (each product of
+  // uniform [-0.05, 0.05] weights scales a row by about 0.46), so a product
+  // that read its input before its predecessor wrote it changes the output.
+  alpha = 2.0f;
+  const size_t bytes = 2 * stride * kBatch;
+  std::vector<std::vector<char>> out(2, std::vector<char>(bytes));
+  for (int pdl = 0; pdl < 2; ++pdl) {
+    turn = 0;
+    cudaGraphExec_t e = capture(nodes, product, s, pdl == 1);
+    bench::fill(buf[0], stride * kBatch, DMUON_DTYPE_BF16, 7, 0.05f, s);
+    bench::cuda(cudaGraphLaunch(e, s), "cudaGraphLaunch");
+    bench::cuda(cudaMemcpyAsync(out[pdl].data(), buf[nodes % 2], bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+    bench::cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    cudaGraphExecDestroy(e);
+  }
+  std::printf("RESULT chain_gemm256_pdl_same %d\n", out[0] == out[1] ? 1 : 0);
+
   cublasDestroy(h);
   for (void* p : {buf[0], buf[1], w}) cudaFree(p);
   cudaStreamDestroy(s);

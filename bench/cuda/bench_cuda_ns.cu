@@ -16,6 +16,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_ns_tune.hpp"
+#include "backends/cuda/cuda_graph_exec.hpp"
 #include "bench_backend.cuh"
 #include "core/optimizer.hpp"
 
@@ -92,6 +93,13 @@ int graph_nodes(bench::Run& run) {
   return b ? b->diagnostics(run.opt->impl.step_state()).step_graph_nodes : -1;
 }
 
+// Programmatic edges of the run's whole-step graph (DMUON_CUDA_PDL; -1 when it has no graph).
+int graph_programmatic_edges(bench::Run& run) {
+  dmuon::CudaBackend* b = backend_of(run);
+  void* g = b ? b->diagnostics(run.opt->impl.step_state()).step_graph : nullptr;
+  return g ? dmuon::programmatic_edges(static_cast<cudaGraph_t>(g)) : -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,6 +151,7 @@ int main(int argc, char** argv) {
         bench::result(tag + "_stepgraph_host_us", wc.median_us);
         bench::result(tag + "_stepgraph_host_first_us", wc.first_us);
         bench::result(tag + "_stepgraph_nodes", graph_nodes(whole));
+        bench::result(tag + "_stepgraph_programmatic_edges", graph_programmatic_edges(whole));
       }
       // GEMM-counted flops of the plain iteration: 5 x (4 k^2 n + 2 k^3) per matrix.
       bench::result(tag + "_ns_tflops", dmuon::ns_plain_flops(k, n, 5) / (ms * 1e-3) / 1e12);

@@ -84,11 +84,16 @@ for m in ("demo", "mlp256"):
 # (a step of many small kernels in a row cannot be faster than its nodes' sum).
 for v, what in (("empty_one", "empty kernel, one block"), ("empty_grid", "empty kernel, 2 blocks per SM"),
                 ("empty_grid_pdl", "empty kernel, 2 blocks per SM, programmatic dependent launch"),
-                ("gemm256", "cuBLAS bf16 256 x 256 x 256 x3 product")):
+                ("gemm256", "cuBLAS bf16 256 x 256 x 256 x3 product"),
+                ("gemm256_pdl", "the same products, programmatic edges")):
     n = r.get(f"chain_{v}_node_us")
     if n is not None:
         row(f"graph chain: device time per dependent node, {what}", f"{n:.2f} us",
             f"replay of {int(r.get(f'chain_{v}_nodes', 0))}: {r.get(f'chain_{v}_replay_us', 0):.1f} us", "", "", None)
+same = r.get("chain_gemm256_pdl_same")
+if same is not None:
+    row("graph chain: products with programmatic edges give the same bits as without", "yes" if same else "NO",
+        "", "", "", None)
 
 for d in ("fp32", "bf16"):
     ours = best(f"tiny_adam_{d}_eager_ms", f"tiny_adam_{d}_graph_ms")

@@ -35,8 +35,14 @@ void expect_instantiation_rule(const dmuon::CudaBackend::Diagnostics& d) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   if (ranks == 1) EXPECT_EQ(d.step_graph_device_launch, d.step_graph_memsets >= dmuon::kDeviceLaunchMemsets ? 1 : 0);
   EXPECT_GE(d.step_graph_device_launch, 0);
-  std::printf("ranks %d: whole-step graph of %d nodes, %d memsets, instantiated %s\n", ranks, d.step_graph_nodes,
-              d.step_graph_memsets, d.step_graph_device_launch == 1 ? "for device launch" : "plainly");
+  const int programmatic = dmuon::programmatic_edges(static_cast<cudaGraph_t>(d.step_graph));
+  // Where DMUON_CUDA_PDL asks for them, the graph has some (every test step
+  // has momentum kernels before products, products before updates).
+  if (dmuon::programmatic_edges_wanted() != dmuon::ProgrammaticEdges::none) EXPECT_GT(programmatic, 0);
+  else EXPECT_EQ(programmatic, 0);
+  std::printf("ranks %d: whole-step graph of %d nodes, %d memsets, %d programmatic edges, instantiated %s\n", ranks,
+              d.step_graph_nodes, d.step_graph_memsets, programmatic,
+              d.step_graph_device_launch == 1 ? "for device launch" : "plainly");
 }
 
 TEST(CudaStepGraph, ReplayIsBitwiseEager) {

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_block_sum.cuh"
 #include "backends/cuda/cuda_state.hpp"
+#include "backends/cuda/cuda_pdl.cuh"
 
 namespace dmuon {
 
@@ -61,6 +62,7 @@ struct Vec<uint16_t> {
 constexpr int kSumsqUnroll = 4;
 template <class T>
 __global__ void sumsq_partial(const T* g, int64_t n, double* partials) {
+  await_prerequisite_kernels();
   constexpr int V = Vec<T>::V;
   const int64_t tid = blockIdx.x * int64_t(kThreads) + threadIdx.x, threads = int64_t(gridDim.x) * kThreads;
   double acc = 0.0;
@@ -90,6 +92,7 @@ __global__ void sumsq_partial(const T* g, int64_t n, double* partials) {
 }
 
 __global__ void sumsq_finish(const double* partials, int n, double weight, double* sumsq) {
+  await_prerequisite_kernels();
   double acc = 0.0;
   for (int i = threadIdx.x; i < n; i += kThreads) acc += partials[i];
   const double s = block_sum(acc);
@@ -97,6 +100,7 @@ __global__ void sumsq_finish(const double* partials, int n, double weight, doubl
 }
 
 __global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_nonfinite, int norm_computed) {
+  await_prerequisite_kernels();
   finish_step_stats(*s, norm_computed ? h->max_norm : 0.0, skip_nonfinite, norm_computed);
 }
 
@@ -146,6 +150,7 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
                                                        int64_t* __restrict__ steps, int* __restrict__ row_done,
                                                        const StepStats* stats, StepStats* finish, int derive,
                                                        float grad_scale) {
+  await_prerequisite_kernels();
   constexpr int V = Vec<T>::V;
   __shared__ AdamScalarRow r;
   __shared__ AdamDerived d;

@@ -4,13 +4,14 @@
 
 #include "backends/cuda/cuda_arch_check.hpp"
 #include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/cuda_pdl.cuh"
 
 namespace dmuon {
 namespace {
 // Compiled for the same architectures as every other kernel of the library:
 // whether the runtime finds an image of it for a device (machine code for its
 // architecture, or PTX it can compile) answers for all of them.
-__global__ void probe_kernel() {}
+__global__ void probe_kernel() { await_prerequisite_kernels(); }
 }  // namespace
 
 void require_kernels_for_device(int device) {

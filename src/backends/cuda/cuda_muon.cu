@@ -21,6 +21,7 @@
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
 #include "core/newton_schulz.hpp"
+#include "backends/cuda/cuda_pdl.cuh"
 
 namespace dmuon {
 
@@ -103,6 +104,7 @@ __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict_
                                                             const StepStats* stats, int64_t numel, int nesterov,
                                                             uint16_t* __restrict__ X, float* __restrict__ partials,
                                                             float factor, float eps, float* scales, unsigned* arrivals) {
+  await_prerequisite_kernels();
   const MuonMatrix mt = mats[blockIdx.y];
   const bool live = mt.active && !stats->skip;
   const float m = hdr->momentum, clip = static_cast<float>(stats->clip_coef);
@@ -166,6 +168,7 @@ __global__ void __launch_bounds__(kThreads) momentum_kernel(const T* __restrict_
 // fixed order by each block itself (no extra launch, deterministic).
 __global__ void __launch_bounds__(kThreads) normalise_kernel(uint16_t* X, const float* partials, int64_t numel,
                                                              float factor, float eps) {
+  await_prerequisite_kernels();
   const float scale = norm_scale_from_partials(partials + blockIdx.y * gridDim.x, gridDim.x, factor, eps);
   uint16_t* x = X + blockIdx.y * numel;
   const int64_t stride = int64_t(gridDim.x) * kThreads;
@@ -189,6 +192,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads) update_kernel(T* __restrict__ param, float* __restrict__ master,
                                                           const MuonMatrix* mats, const StepStats* stats,
                                                           int64_t numel, const uint16_t* __restrict__ O) {
+  await_prerequisite_kernels();
   const MuonMatrix mt = mats[blockIdx.y];
   if (!mt.active || stats->skip) return;
   const uint16_t* o = O + blockIdx.y * numel;
@@ -220,6 +224,7 @@ __global__ void __launch_bounds__(kThreads) update_kernel(T* __restrict__ param,
 
 // M += alpha I over a batch of k x k bf16 matrices (the Gram iteration's Q = Z + a I).
 __global__ void add_identity_kernel(uint16_t* M, int64_t k, int64_t total, float alpha) {
+  await_prerequisite_kernels();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     uint16_t* d = M + (i / k) * k * k + (i % k) * (k + 1);
     *d = float_to_bf16(bf16_to_float(*d) + alpha);
@@ -230,6 +235,7 @@ __global__ void add_identity_kernel(uint16_t* M, int64_t k, int64_t total, float
 // thread (k is a multiple of 16 wherever the Gram iteration runs): the copy
 // and add_identity_kernel in one pass, with the same rounding.
 __global__ void copy_add_identity_kernel(uint16_t* M, const uint16_t* S, int64_t k, int64_t vectors, float alpha) {
+  await_prerequisite_kernels();
   const int64_t kk = k * k;
   for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < vectors; v += int64_t(gridDim.x) * blockDim.x) {
     uint4 bits = reinterpret_cast<const uint4*>(S)[v];

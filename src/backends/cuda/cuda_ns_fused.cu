@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_ns_fused.hpp"
 #include "backends/cuda/cuda_state.hpp"
 #include "core/step_stats.hpp"
+#include "backends/cuda/cuda_pdl.cuh"
 
 namespace dmuon {
 
@@ -102,6 +103,7 @@ __device__ void product(int M, int N, int K, float alpha, const uint16_t* L, int
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) ns_fused_kernel(const __grid_constant__ FusedArgs a) {
+  await_prerequisite_kernels();
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* X = reinterpret_cast<uint16_t*>(smem);
   uint16_t* Xn = reinterpret_cast<uint16_t*>(smem + kBytesX);

@@ -1,4 +1,5 @@
 #include "backends/cuda/cuda_ns_symmetric.hpp"
+#include "backends/cuda/cuda_pdl.cuh"
 
 #include <algorithm>
 #include <vector>
@@ -16,6 +17,7 @@ constexpr int kTile = 32, kTileRows = 8;
 // shared-memory tile so that reads and writes both stay coalesced. Tiles with
 // nothing to fill return at once. A plain copy: deterministic.
 __global__ void mirror_blocks_kernel(uint16_t* M, int64_t k, int64_t bs) {
+  await_prerequisite_kernels();
   __shared__ uint16_t tile[kTile][kTile + 1];
   uint16_t* m = M + blockIdx.z * k * k;
   const int64_t s0 = int64_t(blockIdx.y) * kTile, f0 = int64_t(blockIdx.x) * kTile;

@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_ns_symmetric.hpp"
 #include "backends/cuda/cuda_ns_tune.hpp"
 #include "backends/cuda/cuda_state.hpp"
+#include "backends/cuda/cuda_pdl.cuh"
 
 namespace dmuon {
 
@@ -40,6 +41,7 @@ static_assert(kNsGramBlocks == DMUON_NS_SYMMETRIC_GRAM, "muon_ns_symmetric force
 // so each matrix's Frobenius norm is about 0.9 and its spectrum inside the
 // iteration's interval (what the normalisation of a real step guarantees).
 __global__ void tune_fill_kernel(uint16_t* X, int64_t total, float scale) {
+  await_prerequisite_kernels();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ static_cast<uint32_t>(i >> 32) * 2246822519u ^ 0x9e3779b9u;
     h ^= h >> 15;
@@ -53,6 +55,7 @@ __global__ void tune_fill_kernel(uint16_t* X, int64_t total, float scale) {
 
 // Per matrix (blockIdx.y): partial sums of (a - b)^2 and b^2.
 __global__ void tune_diff_kernel(const uint16_t* a, const uint16_t* b, int64_t numel, double* partials) {
+  await_prerequisite_kernels();
   const uint16_t* x = a + blockIdx.y * numel;
   const uint16_t* y = b + blockIdx.y * numel;
   double d2 = 0, r2 = 0;

@@ -29,6 +29,7 @@
 #include "backends/cuda/cuda_state.hpp"
 #include "backends/cuda/cuda_watchdog.hpp"
 #include "core/fault_points.hpp"
+#include "backends/cuda/cuda_pdl.cuh"
 
 namespace dmuon {
 
@@ -65,6 +66,7 @@ std::string nccl_error_text(ncclResult_t rc, ncclComm_t comm) {
 // `give_up_ns` of the device's global timer have passed, so that a bug in the
 // release cannot hold the GPU for ever.
 __global__ void stall_kernel(const volatile int* release, unsigned long long give_up_ns) {
+  await_prerequisite_kernels();
   unsigned long long start = 0, now = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do {
