@@ -71,10 +71,10 @@ fi
 [[ " $parts " == *" benches "* ]] || { python3 "$here/bench/cuda/gpu_table.py" "$results"; exit $failed; }
 
 echo "== benchmarks"
-bench() {  # name, command...
+bench() {  # name, command... (RESULT keys get $key_prefix in front)
   local name=$1; shift
   timeout 240 "$@" > "$logs/$name.log" 2>&1 || echo "benchmark $name failed (rc $?): $(tail -3 "$logs/$name.log")"
-  grep -E '^(RESULT|CHOICE)' "$logs/$name.log" | tee -a "$results"
+  grep -E '^(RESULT|CHOICE)' "$logs/$name.log" | sed "s/^RESULT /RESULT ${key_prefix:-}/" | tee -a "$results"
 }
 bench bench_cuda_adam "$(find_bin bench_cuda_adam)"
 bench bench_torch_adam python3 "$here/bench/cuda/bench_torch_adam.py"
@@ -90,6 +90,15 @@ bench bench_torch_step python3 "$here/bench/cuda/bench_torch_step.py"
 bench bench_cuda_small "$(find_bin bench_cuda_small)"
 bench bench_torch_small python3 "$here/bench/cuda/bench_torch_small.py"
 bench bench_cuda_graph_chain "$(find_bin bench_cuda_graph_chain)"
+# Programmatic edges (docs/decisions.md): the small models and 768x3072 x1
+# again with them off (DMUON_CUDA_PDL=0) and into cuBLAS's products too (2),
+# to set beside the default rows above.
+for p in 0 2; do
+  export DMUON_CUDA_PDL=$p key_prefix=pdl${p}_
+  bench "bench_cuda_small_pdl$p" "$(find_bin bench_cuda_small)"
+  bench "bench_cuda_ns_pdl$p" "$(find_bin bench_cuda_ns)" --shape 768x3072
+  unset DMUON_CUDA_PDL key_prefix
+done
 # The NCCL phases against plain NCCL, at 2 and 4 ranks (on one GPU through
 # gpu_rank.sh: NCCL's socket transport; on several GPUs: their links).
 for n in 2 4; do

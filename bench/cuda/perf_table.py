@@ -90,6 +90,16 @@ for v, what in (("empty_one", "empty kernel, one block"), ("empty_grid", "empty 
     if n is not None:
         row(f"graph chain: device time per dependent node, {what}", f"{n:.2f} us",
             f"replay of {int(r.get(f'chain_{v}_nodes', 0))}: {r.get(f'chain_{v}_replay_us', 0):.1f} us", "", "", None)
+# Programmatic edges: the default (into dmuon's kernels) beside off and into
+# cuBLAS's products too (scripts/gpu_check.sh's pdl0_ and pdl2_ runs).
+for key, what, unit, scale in (("small_mlp256_graph_device_us", "4x256 MLP step graph, device", "us", 1),
+                               ("small_demo_graph_device_us", "demo MLP step graph, device", "us", 1),
+                               ("ns_768x3072_n1_graph_ms", "NS 768x3072 x1 graph", "ms", 1)):
+    on, off, more = r.get(key), r.get(f"pdl0_{key}"), r.get(f"pdl2_{key}")
+    if on and off:
+        fmt = "{:.1f} " + unit if unit == "us" else "{:.4f} " + unit
+        row(f"programmatic edges: {what}, default vs off" + (f" (into cuBLAS too: {fmt.format(more)}, "
+            f"{off / more:.3f}x)" if more else ""), fmt.format(on), fmt.format(off), f"{off / on:.3f}x", "", None)
 same = r.get("chain_gemm256_pdl_same")
 if same is not None:
     row("graph chain: products with programmatic edges give the same bits as without", "yes" if same else "NO",
