@@ -24,7 +24,7 @@
 //                  is the stronger check, a race forced by a late writer.
 #include <cublas_v2.h>
 
-#include "backends/cuda/cuda_graph_exec.hpp"
+#include "backends/cuda/cuda_programmatic_edges.hpp"
 #include "bench_common.cuh"
 
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_ns_tune.hpp"
-#include "backends/cuda/cuda_graph_exec.hpp"
+#include "backends/cuda/cuda_programmatic_edges.hpp"
 #include "bench_backend.cuh"
 #include "core/optimizer.hpp"
 

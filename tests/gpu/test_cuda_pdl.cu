@@ -1,4 +1,4 @@
-// Programmatic edges (backends/cuda/cuda_graph_exec.hpp): a kernel whose
+// Programmatic edges (backends/cuda/cuda_programmatic_edges.hpp): a kernel whose
 // incoming edge is programmatic may launch while its predecessor still runs,
 // so it is safe only if its own code waits before reading. The probe: a writer
 // that lets its dependents launch at once and writes only after idling 20 us,
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_graph_exec.hpp"
+#include "backends/cuda/cuda_programmatic_edges.hpp"
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cuda/cuda_graph_exec.hpp"
+#include "backends/cuda/cuda_programmatic_edges.hpp"
 #include "gpu/gpu_backend.hpp"
 
 namespace {
