@@ -77,12 +77,9 @@ class ProgrammaticEdges : public ::testing::Test {
                                                   in_elems, 20000ull);
     reader(s_);
     EXPECT_EQ(cudaStreamEndCapture(s_, &g), cudaSuccess);
-    if (programmatic) {
-      const auto changed = dmuon::make_edges_programmatic(g, [](const std::string&) { return true; });
-      EXPECT_FALSE(changed.empty());
-      if (names)
-        for (const dmuon::GraphEdge& e : changed) names->push_back(dmuon::kernel_name(e.to));
-    }
+    if (programmatic)
+      for (const dmuon::GraphEdge& e : dmuon::make_edges_programmatic(g, [](const std::string&) { return true; }))
+        if (names) names->push_back(dmuon::kernel_name(e.to));
     cudaGraphExec_t e = nullptr;
     EXPECT_EQ(cudaGraphInstantiate(&e, g, 0), cudaSuccess);
     EXPECT_EQ(cudaMemsetAsync(in_, 0, 2 * kElems, s_), cudaSuccess);
@@ -107,8 +104,10 @@ TEST_F(ProgrammaticEdges, TheProbeSeesAReaderThatDoesNotWait) {
   auto copy = [&](cudaStream_t s) {
     copy_without_wait_kernel<<<2 * sms_, 256, 0, s>>>(static_cast<uint16_t*>(out_), static_cast<const uint16_t*>(in_), n);
   };
+  std::vector<std::string> names;
   const std::vector<uint16_t> plain = run(n, n, copy, false, nullptr);
-  const std::vector<uint16_t> early = run(n, n, copy, true, nullptr);
+  const std::vector<uint16_t> early = run(n, n, copy, true, &names);
+  ASSERT_EQ(names.size(), 1u) << "the edge writer -> copy was not made programmatic";
   EXPECT_NE(plain, std::vector<uint16_t>(n, 0));
   EXPECT_NE(early, plain) << "the reader that does not wait read the written values: the probe cannot see a race";
 }
@@ -119,12 +118,17 @@ TEST_F(ProgrammaticEdges, TheProbeSeesAReaderThatDoesNotWait) {
 struct Product {
   int m, n, k, batch;
   bool a_transposed;
+  // Whether the product must follow the writer directly. Before a large
+  // product cuBLAS may clear its workspace (a memset node between the two),
+  // so that no edge between kernels is left to make programmatic: safe, and
+  // reported, but nothing to probe.
+  bool direct;
 };
 
 TEST_F(ProgrammaticEdges, CublasProductsWaitForTheirPredecessor) {
-  const std::vector<Product> products = {{256, 256, 256, 3, false},   {768, 768, 768, 1, false},
-                                         {768, 768, 3072, 1, true},   {768, 3072, 768, 1, false},
-                                         {2048, 2048, 2048, 1, false}, {4096, 4096, 4096, 1, false}};
+  const std::vector<Product> products = {{256, 256, 256, 3, false, true},    {768, 768, 768, 1, false, true},
+                                         {768, 768, 3072, 1, true, true},     {768, 3072, 768, 1, false, true},
+                                         {2048, 2048, 2048, 1, false, false}, {4096, 4096, 4096, 1, false, false}};
   const float one = 1.0f, zero = 0.0f;
   for (const Product& p : products) {
     SCOPED_TRACE(std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k) + " x" +
@@ -143,7 +147,10 @@ TEST_F(ProgrammaticEdges, CublasProductsWaitForTheirPredecessor) {
     const std::vector<uint16_t> early = run(in_elems, out_elems, product, true, &names);
     EXPECT_NE(plain, std::vector<uint16_t>(out_elems, 0));
     EXPECT_EQ(early, plain) << "a cuBLAS product read its input before its predecessor wrote it";
-    ASSERT_FALSE(names.empty());
+    if (names.empty()) {
+      EXPECT_FALSE(p.direct) << "no edge between the writer and the product's kernel was made programmatic";
+      std::printf("%dx%dx%d x%d: a node between writer and product, nothing to probe\n", p.m, p.n, p.k, p.batch);
+    }
     for (const std::string& name : names) {
       std::printf("%dx%dx%d x%d: %s\n", p.m, p.n, p.k, p.batch, name.c_str());
       EXPECT_TRUE(dmuon::waits_for_prerequisites(name, dmuon::ProgrammaticEdges::into_dmuon_and_cublas_kernels))
