@@ -93,9 +93,9 @@ for v, what in (("empty_one", "empty kernel, one block"), ("empty_grid", "empty 
             f"replay of {int(r.get(f'chain_{v}_nodes', 0))}: {r.get(f'chain_{v}_replay_us', 0):.1f} us", "", "", None)
 # Programmatic edges: the default (into dmuon's kernels) beside off and into
 # cuBLAS's products too (scripts/gpu_check.sh's pdl0_ and pdl2_ runs).
-for key, what, unit, scale in (("small_mlp256_graph_device_us", "4x256 MLP step graph, device", "us", 1),
-                               ("small_demo_graph_device_us", "demo MLP step graph, device", "us", 1),
-                               ("ns_768x3072_n1_graph_ms", "NS 768x3072 x1 graph", "ms", 1)):
+for key, what, unit in (("small_mlp256_graph_device_us", "4x256 MLP step graph, device", "us"),
+                        ("small_demo_graph_device_us", "demo MLP step graph, device", "us"),
+                        ("ns_768x3072_n1_graph_ms", "NS 768x3072 x1 graph", "ms")):
     on, off, more = r.get(key), r.get(f"pdl0_{key}"), r.get(f"pdl2_{key}")
     if on and off:
         fmt = "{:.1f} " + unit if unit == "us" else "{:.4f} " + unit

@@ -29,7 +29,6 @@ int memset_nodes(cudaGraph_t g) {
 }
 
 cudaError_t instantiate_replayed_graph(cudaGraphExec_t* exec, cudaGraph_t g, cudaStream_t stream) {
-  *exec = nullptr;
   const ProgrammaticEdges which = programmatic_edges_wanted();
   std::vector<GraphEdge> changed;
   if (which != ProgrammaticEdges::none)

@@ -1,6 +1,6 @@
 // Programmatic dependent launch (compute capability 9.0 and later). In a
 // replayed graph whose kernel-to-kernel edges are programmatic
-// (cuda_graph_exec.cpp), a kernel may be launched while the kernel it depends
+// (cuda_programmatic_edges.cpp), a kernel may be launched while the kernel it depends
 // on is still running, so that the launch overlaps that kernel's tail instead
 // of following it. Such a kernel must wait in its own code before it touches
 // memory; every dmuon kernel starts with await_prerequisite_kernels(), which

@@ -19,6 +19,15 @@ namespace dmuon {
 
 namespace {
 
+// The data of a programmatic edge: the successor may launch once every block
+// of its predecessor has triggered (or exited).
+cudaGraphEdgeData programmatic_edge() {
+  cudaGraphEdgeData e = {};
+  e.from_port = cudaGraphKernelNodePortProgrammatic;
+  e.type = cudaGraphDependencyTypeProgrammatic;
+  return e;
+}
+
 // A driver entry point, looked up once; null where the driver lacks it.
 template <class F>
 F driver_function(const char* symbol, unsigned version) {
@@ -42,10 +51,9 @@ F driver_function(const char* symbol, unsigned version) {
 std::string kernel_name(cudaGraphNode_t node) {
   const char* name = nullptr;
   cudaKernelNodeParams rp = {};
-  if (cudaGraphKernelNodeGetParams(node, &rp) == cudaSuccess && rp.func &&
-      cudaFuncGetName(&name, rp.func) == cudaSuccess && name)
-    return name;
-  (void)cudaGetLastError();
+  const bool got = cudaGraphKernelNodeGetParams(node, &rp) == cudaSuccess;
+  if (got && rp.func && cudaFuncGetName(&name, rp.func) == cudaSuccess && name) return name;
+  if (!got || rp.func) (void)cudaGetLastError();  // the failed call's error only, not an earlier one
   // Through the driver: a library's kernel node may hold a CUkernel (loaded
   // with cuLibraryLoad) and no CUfunction, which the runtime cannot name.
   using GetParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*);
@@ -89,12 +97,16 @@ struct Edges {
 Edges edges_of(cudaGraph_t g) {
   Edges e;
   size_t n = 0;
-  if (DMUON_EDGE_CALL(cudaGraphGetEdges)(g, nullptr, nullptr, nullptr, &n) == cudaSuccess && n) {
-    e.from.resize(n), e.to.resize(n), e.data.resize(n);
-    if (DMUON_EDGE_CALL(cudaGraphGetEdges)(g, e.from.data(), e.to.data(), e.data.data(), &n) != cudaSuccess) n = 0;
-    e.from.resize(n), e.to.resize(n), e.data.resize(n);
+  if (DMUON_EDGE_CALL(cudaGraphGetEdges)(g, nullptr, nullptr, nullptr, &n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return e;
   }
-  (void)cudaGetLastError();
+  e.from.resize(n), e.to.resize(n), e.data.resize(n);
+  if (n && DMUON_EDGE_CALL(cudaGraphGetEdges)(g, e.from.data(), e.to.data(), e.data.data(), &n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  e.from.resize(n), e.to.resize(n), e.data.resize(n);
   return e;
 }
 
@@ -107,15 +119,14 @@ std::vector<GraphEdge> make_edges_programmatic(cudaGraph_t g, const std::functio
   std::vector<cudaGraphEdgeData>& data = edges.data;
   for (size_t i = 0; i < from.size(); ++i) {
     cudaGraphNodeType a = cudaGraphNodeTypeEmpty, b = cudaGraphNodeTypeEmpty;
-    if (cudaGraphNodeGetType(from[i], &a) != cudaSuccess || cudaGraphNodeGetType(to[i], &b) != cudaSuccess ||
-        a != cudaGraphNodeTypeKernel || b != cudaGraphNodeTypeKernel ||
-        data[i].type != cudaGraphDependencyTypeDefault || !into(kernel_name(to[i]))) {
+    if (cudaGraphNodeGetType(from[i], &a) != cudaSuccess || cudaGraphNodeGetType(to[i], &b) != cudaSuccess) {
       (void)cudaGetLastError();
       continue;
     }
-    cudaGraphEdgeData e = {};
-    e.from_port = cudaGraphKernelNodePortProgrammatic;
-    e.type = cudaGraphDependencyTypeProgrammatic;
+    if (a != cudaGraphNodeTypeKernel || b != cudaGraphNodeTypeKernel ||
+        data[i].type != cudaGraphDependencyTypeDefault || !into(kernel_name(to[i])))
+      continue;
+    const cudaGraphEdgeData e = programmatic_edge();
     if (DMUON_EDGE_CALL(cudaGraphRemoveDependencies)(g, &from[i], &to[i], &data[i], 1) != cudaSuccess) {
       (void)cudaGetLastError();
       continue;
@@ -131,10 +142,7 @@ std::vector<GraphEdge> make_edges_programmatic(cudaGraph_t g, const std::functio
 }
 
 void make_edges_plain(cudaGraph_t g, const std::vector<GraphEdge>& edges) {
-  cudaGraphEdgeData e = {};
-  e.from_port = cudaGraphKernelNodePortProgrammatic;
-  e.type = cudaGraphDependencyTypeProgrammatic;
-  const cudaGraphEdgeData plain = {};
+  const cudaGraphEdgeData e = programmatic_edge(), plain = {};
   for (const GraphEdge& x : edges) {
     (void)DMUON_EDGE_CALL(cudaGraphRemoveDependencies)(g, &x.from, &x.to, &e, 1);
     (void)DMUON_EDGE_CALL(cudaGraphAddDependencies)(g, &x.from, &x.to, &plain, 1);
