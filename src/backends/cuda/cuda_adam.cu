@@ -51,6 +51,9 @@ struct Vec<uint16_t> {
     *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
   }
 };
+// The fp32 moments (and master weights) are read in vectors of the
+// parameter's width.
+static_assert(Vec<uint16_t>::V == Vec<float>::V, "one vector width for every dtype");
 
 // Per block, the sum of squares of its share of g. A fixed grid walks g in
 // vectors of Vec<T>, kSumsqUnroll of them in flight per thread: at two blocks
@@ -104,16 +107,6 @@ __global__ void finish_stats_kernel(StepStats* s, const StepHeader* h, int skip_
   finish_step_stats(*s, norm_computed ? h->max_norm : 0.0, skip_nonfinite, norm_computed);
 }
 
-__device__ inline void load_f4(const float* p, float* out, int n) {
-  for (int k = 0; k < n; k += 4) {
-    const float4 x = *reinterpret_cast<const float4*>(p + k);
-    out[k] = x.x, out[k + 1] = x.y, out[k + 2] = x.z, out[k + 3] = x.w;
-  }
-}
-__device__ inline void store_f4(float* p, const float* in, int n) {
-  for (int k = 0; k < n; k += 4) *reinterpret_cast<float4*>(p + k) = make_float4(in[k], in[k + 1], in[k + 2], in[k + 3]);
-}
-
 // Master weights (bf16 only; `master` null otherwise): the update starts
 // from the master, or from the parameter the program wrote (master_or_param),
 // and stores both the master and its rounding.
@@ -122,7 +115,7 @@ __device__ inline void store_f4(float* p, const float* in, int n) {
 template <int V>
 __device__ inline void start_from_master(float (&p)[V], const float* master) {
   float w[V];
-  load_f4(master, w, V);
+  Vec<float>::load(master, w);
   for (int k = 0; k < V; ++k) p[k] = master_or_param(w[k], float_to_bf16(p[k]));
 }
 template <class T>
@@ -180,8 +173,8 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
         Vec<T>::load(param + i, p[u]);
         if (master) start_from_master(p[u], master + i);
         Vec<T>::load(grad + i, g[u]);
-        load_f4(m + i, mm[u], V);
-        load_f4(v + i, vv[u], V);
+        Vec<float>::load(m + i, mm[u]);
+        Vec<float>::load(v + i, vv[u]);
       }
     }
 #pragma unroll
@@ -190,10 +183,10 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ param, c
       if (i + V <= end) {
 #pragma unroll
         for (int k = 0; k < V; ++k) p[u][k] = adam_element(p[u][k], g[u][k] * clip, mm[u][k], vv[u][k], r, d);
-        if (master) store_f4(master + i, p[u], V);
+        if (master) Vec<float>::store(master + i, p[u]);
         Vec<T>::store(param + i, p[u]);
-        store_f4(m + i, mm[u], V);
-        store_f4(v + i, vv[u], V);
+        Vec<float>::store(m + i, mm[u]);
+        Vec<float>::store(v + i, vv[u]);
       }
     }
   }
