@@ -53,6 +53,9 @@ dmuon_add_gpu_test(test_cuda_shape_lanes gpu/test_cuda_shape_lanes.cpp)
 # kernels among those the library makes programmatic edges into).
 dmuon_add_gpu_test(test_cuda_pdl gpu/test_cuda_pdl.cu NPROCS 1)
 target_link_libraries(test_cuda_pdl PRIVATE CUDA::cublas)
+# Which kernels the edges may be made programmatic into, by name, without a GPU.
+dmuon_add_gtest(test_cuda_pdl_rule SOURCES gpu/test_cuda_pdl_rule.cpp NPROCS 1 LABELS unit)
+target_link_libraries(test_cuda_pdl_rule PRIVATE dmuon_cuda CUDA::cudart)
 # The cache file's format and writing, without a GPU: runs wherever the CUDA backend is built.
 dmuon_add_gtest(test_ns_tuning_cache SOURCES gpu/test_ns_tuning_cache.cpp NPROCS 1 LABELS unit)
 target_link_libraries(test_ns_tuning_cache PRIVATE dmuon_cuda)

@@ -22,3 +22,15 @@ else()
            COMMAND bash -c "echo 'shellcheck not found when CMake ran: apt-get install shellcheck, then re-run cmake' >&2; exit 1")
 endif()
 set_tests_properties(lint_bash_syntax lint_shellcheck PROPERTIES LABELS lint TIMEOUT 120)
+
+# Every kernel under src/ starts with await_prerequisite_kernels(): the replayed
+# graphs make the edges into dmuon's kernels programmatic (docs/decisions.md,
+# "Programmatic edges into kernels that wait"), so one that read first would race.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME lint_kernels_wait COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/lint/kernels_wait.py
+                                          ${PROJECT_SOURCE_DIR})
+else()
+  add_test(NAME lint_kernels_wait COMMAND bash -c "echo 'python3 not found when CMake ran' >&2; exit 1")
+endif()
+set_tests_properties(lint_kernels_wait PROPERTIES LABELS lint TIMEOUT 60)
