@@ -11,7 +11,7 @@
 # GPU_CHECK_TESTS (an extended regular expression) only the gpu tests whose
 # names match it; GPU_CHECK_TIMEOUT (default 300) bounds each test in seconds.
 # The tests matching GPU_CHECK_PDL2_TESTS (default: those that replay graphs)
-# run a second time with DMUON_CUDA_PDL=2.
+# run a second time with DMUON_CUDA_PDL=2, logged as NAME_pdl2.
 # Exit status: number of failed tests.
 set -u
 parts=${GPU_CHECK_PARTS:-tests benches}
@@ -67,16 +67,13 @@ if [[ " $parts " == *" tests "* ]]; then
   while IFS=$'\t' read -r name skip cmd; do
     [[ -n "${GPU_CHECK_TESTS:-}" && ! "$name" =~ ${GPU_CHECK_TESTS} ]] && continue
     run_test "$name" "$skip" bash -c "$cmd" < /dev/null
+    # The tests that replay graphs again with programmatic edges into cuBLAS's
+    # products too (DMUON_CUDA_PDL=2, not the default yet: docs/decisions.md).
+    if [[ "$name" =~ ${GPU_CHECK_PDL2_TESTS:-step_graph|(muon|ns_gram|shape_lanes|training|master_weights)_np1} ]]; then
+      DMUON_CUDA_PDL=2 run_test "${name}_pdl2" "$skip" bash -c "$cmd" < /dev/null
+    fi
   done < "$manifest"
   for n in 1 2; do [ -f "$logs/test_cuda_vs_torch_np$n.log" ] && sed -n '/parameter/,$p' "$logs/test_cuda_vs_torch_np$n.log"; done
-  # The tests that replay graphs again with programmatic edges into cuBLAS's
-  # products too (DMUON_CUDA_PDL=2, not the default yet: docs/decisions.md),
-  # logged as NAME_pdl2.
-  while IFS=$'\t' read -r name skip cmd; do
-    [[ "$name" =~ ${GPU_CHECK_PDL2_TESTS:-step_graph|(muon|ns_gram|shape_lanes|training|master_weights)_np1} ]] || continue
-    [[ -n "${GPU_CHECK_TESTS:-}" && ! "$name" =~ ${GPU_CHECK_TESTS} ]] && continue
-    DMUON_CUDA_PDL=2 run_test "${name}_pdl2" "$skip" bash -c "$cmd" < /dev/null
-  done < "$manifest"
 fi
 [[ " $parts " == *" benches "* ]] || { python3 "$here/bench/cuda/gpu_table.py" "$results"; exit $failed; }
 
